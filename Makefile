@@ -1,0 +1,33 @@
+# The two commands of the README: `make demo` and `make test`.
+# Each creates .venv if missing and installs exactly the versions in constraints.txt.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-all golden clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e ".[all]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/kb-ray demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m "not gpu"
+
+golden: $(STAMP)
+	$(PY) golden/make_golden.py
+	GEN_TEST_DATA=1 $(PY) -m pytest -q tests/golden
+	@echo "Snapshots regenerated: review 'git diff golden/', then run 'make test' (GEN_TEST_DATA must be unset)."
+
+clean:
+	rm -rf $(VENV) .kb .pytest_cache

