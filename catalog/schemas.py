@@ -1,0 +1,203 @@
+"""The catalog contract: every Delta table of the knowledge base, as data.
+
+Each table is declared once here, with its Arrow schema, its key columns, its partition
+columns and one paragraph saying what a row means. ``kb_ray.catalog`` creates the tables
+from these declarations and casts every write to them; nothing else defines a schema.
+
+``SCHEMA_VERSION`` is written into every table's configuration
+(``kb_ray.schema_version``) and into ``{kb_root}/_kb_ray_catalog.json``. Bump it for any
+change an older reader could misread (a renamed, removed or retyped column), and ship a
+migration with it.
+
+Partitioning: no table is partitioned. Rows are keyed by content hashes, so any
+partition column would either be high-cardinality (one tiny file per value) or a
+collection name that makes small collections pay for many small files. Micro-batch
+commits already keep files bounded; file statistics (numRecords, null counts) plus
+OPTIMIZE/Z-order on key columns serve pruning better. Revisit if one collection grows
+far beyond the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+REGION = pa.struct(
+    [
+        pa.field("page", pa.int32()),
+        pa.field("x0", pa.float32()),
+        pa.field("y0", pa.float32()),
+        pa.field("x1", pa.float32()),
+        pa.field("y1", pa.float32()),
+    ]
+)
+SPAN = pa.struct([pa.field("start", pa.int64()), pa.field("end", pa.int64())])
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One catalog table: name, schema, key and partition columns, and its meaning."""
+
+    name: str
+    schema: pa.Schema
+    keys: tuple[str, ...]
+    doc: str
+    partition_by: tuple[str, ...] = ()
+
+
+def _schema(*fields: tuple, keys: tuple[str, ...]) -> pa.Schema:
+    """Build a schema from ``(name, type)`` pairs; key columns are non-nullable."""
+    return pa.schema([pa.field(name, typ, nullable=name not in keys) for name, typ in fields])
+
+
+def _table(name: str, keys: tuple[str, ...], doc: str, *fields: tuple) -> TableSpec:
+    return TableSpec(name=name, schema=_schema(*fields, keys=keys), keys=keys, doc=doc)
+
+
+SOURCES = _table(
+    "sources",
+    ("collection", "uri"),
+    """The listing manifest: one row per source file ever seen in a collection. ``size``,
+    ``mtime`` and ``raw_sha`` decide whether a file changed since the last run;
+    ``last_seen_run`` and ``status`` ("present" | "vanished") let a sync mark files that
+    disappeared from the listing without deleting their documents.""",
+    ("collection", pa.string()), ("uri", pa.string()), ("key", pa.string()),
+    ("size", pa.int64()), ("mtime", TIMESTAMP), ("raw_sha", pa.string()),
+    ("document_id", pa.string()), ("last_seen_run", pa.string()), ("status", pa.string()),
+)
+
+DOCUMENTS = _table(
+    "documents",
+    ("document_id",),
+    """One row per logical document (``document_id = H(collection, key)``), stable across
+    versions. ``active_version_id`` is the hydration gate: a version is visible only while
+    this pointer names it, so flipping it is the commit point of an ingest; null means
+    tombstoned (``deleted_at`` then says when).""",
+    ("document_id", pa.string()), ("collection", pa.string()), ("key", pa.string()),
+    ("uri", pa.string()), ("title", pa.string()), ("mime", pa.string()),
+    ("tags", pa.list_(pa.string())), ("metadata_json", pa.string()),
+    ("active_version_id", pa.string()), ("created_at", TIMESTAMP),
+    ("updated_at", TIMESTAMP), ("deleted_at", TIMESTAMP),
+)
+
+VERSIONS = _table(
+    "versions",
+    ("version_id",),
+    """One immutable parse of one document's raw bytes under one pipeline fingerprint
+    (``version_id = H(document_id, raw_sha, pipeline_fp)``). Holds the canonical text
+    every span points into, the fingerprints of each stage that produced it, status
+    (staged | committed | failed | superseded), counts, and the error of a failed parse.""",
+    ("version_id", pa.string()), ("document_id", pa.string()), ("raw_sha", pa.string()),
+    ("text_sha", pa.string()), ("pipeline_fp", pa.string()), ("parser", pa.string()),
+    ("parser_fp", pa.string()), ("structurer_fp", pa.string()),
+    ("chunker_fp", pa.string()), ("mime", pa.string()), ("status", pa.string()),
+    ("canonical_text", pa.string()), ("title", pa.string()), ("n_pages", pa.int32()),
+    ("n_elements", pa.int32()), ("n_chunks", pa.int32()), ("error", pa.string()),
+    ("run_id", pa.string()), ("created_at", TIMESTAMP),
+)
+
+ELEMENTS = _table(
+    "elements",
+    ("version_id", "element_id"),
+    """The element tree of one version: kind (heading, paragraph, table, figure…), layer
+    (body | furniture), nesting via ``parent_id``, a half-open character span into the
+    version's canonical text (null for furniture, which is not in the text) and the page
+    regions it covers (normalized bbox, origin top-left). ``attrs_json`` carries table
+    cells, figure image sha and captions.""",
+    ("version_id", pa.string()), ("element_id", pa.string()), ("ordinal", pa.int32()),
+    ("kind", pa.string()), ("layer", pa.string()), ("level", pa.int32()),
+    ("parent_id", pa.string()), ("span_start", pa.int64()), ("span_end", pa.int64()),
+    ("text", pa.string()), ("regions", pa.list_(REGION)), ("attrs_json", pa.string()),
+)
+
+PAGES = _table(
+    "pages",
+    ("version_id", "page_no"),
+    """One row per page of a paged version: size in points, whether it has a text layer
+    (born-digital pages take the fast path) and the sha of its rendered image when one was
+    rendered for captioning or page embedding.""",
+    ("version_id", pa.string()), ("page_no", pa.int32()), ("width", pa.float32()),
+    ("height", pa.float32()), ("has_text_layer", pa.bool_()), ("image_sha", pa.string()),
+)
+
+CHUNKS = _table(
+    "chunks",
+    ("chunk_id",),
+    """Retrievable units with content identity (``chunk_id = H(document_id, chunker_fp,
+    content_sha, occurrence)``): an unchanged paragraph keeps its row, embedding and
+    caption across versions. ``embed_text_sha`` is the sha of the exact text the embedder
+    sees (heading path + text) and joins to ``embeddings``.""",
+    ("chunk_id", pa.string()), ("document_id", pa.string()), ("chunker_fp", pa.string()),
+    ("text", pa.string()), ("content_sha", pa.string()),
+    ("heading_path", pa.list_(pa.string())), ("token_count", pa.int32()),
+    ("kind", pa.string()), ("embed_text_sha", pa.string()),
+)
+
+VERSION_CHUNKS = _table(
+    "version_chunks",
+    ("version_id", "chunk_id"),
+    """Where a chunk sits in one version: its ordinal, its spans into that version's
+    canonical text (several when a split table repeats its header row), the elements it
+    was cut from, and its pages and regions — everything a citation needs.""",
+    ("version_id", pa.string()), ("chunk_id", pa.string()), ("ordinal", pa.int32()),
+    ("spans", pa.list_(SPAN)), ("element_ids", pa.list_(pa.string())),
+    ("pages", pa.list_(pa.int32())), ("regions", pa.list_(REGION)),
+)
+
+EMBEDDINGS = _table(
+    "embeddings",
+    ("embedder_fp", "embed_text_sha"),
+    """Dense vectors keyed by embedder fingerprint and the sha of the embedded text. It is
+    also the embedding cache: a text already embedded by the same embedder is never
+    embedded again, and a new embedder fingerprint is a new, separate set of rows.""",
+    ("embedder_fp", pa.string()), ("embed_text_sha", pa.string()), ("dim", pa.int32()),
+    ("vector", pa.list_(pa.float32())),
+)
+
+INGEST_RUNS = _table(
+    "ingest_runs",
+    ("run_id",),
+    """One row per ingest run: when it started and finished, its status, the resolved
+    config and code version it ran with, and its report (documents seen/new/changed/
+    skipped/failed, chunks new/reused, time per stage) as JSON.""",
+    ("run_id", pa.string()), ("started_at", TIMESTAMP), ("finished_at", TIMESTAMP),
+    ("status", pa.string()), ("config_json", pa.string()), ("code_version", pa.string()),
+    ("report_json", pa.string()),
+)
+
+INGEST_LOG = _table(
+    "ingest_log",
+    ("run_id", "collection", "uri"),
+    """Per-document outcome of a run, one row per source handled in a micro-batch:
+    action (new | changed | unchanged | deleted | failed), status, error reason, timings
+    and chunk count. Append-only; the place to answer "why is this file not searchable".""",
+    ("run_id", pa.string()), ("batch", pa.int32()), ("collection", pa.string()),
+    ("uri", pa.string()), ("document_id", pa.string()), ("version_id", pa.string()),
+    ("action", pa.string()), ("status", pa.string()), ("error", pa.string()),
+    ("parse_seconds", pa.float64()), ("total_seconds", pa.float64()),
+    ("n_chunks", pa.int32()), ("logged_at", TIMESTAMP),
+)
+
+INDEX_GENERATIONS = _table(
+    "index_generations",
+    ("generation_id",),
+    """One row per built index generation: its kind (dense, bm25, pages), the spec
+    fingerprint, the catalog table versions it was built from (JSON: table → version, so
+    it can be rebuilt identically), the manifest URI of its shards, status and stats.""",
+    ("generation_id", pa.string()), ("kind", pa.string()), ("spec_fp", pa.string()),
+    ("catalog_versions_json", pa.string()), ("manifest_uri", pa.string()),
+    ("status", pa.string()), ("created_at", TIMESTAMP), ("stats_json", pa.string()),
+)
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
+        EMBEDDINGS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
+    )
+}
+TABLE_NAMES: tuple[str, ...] = tuple(TABLES)

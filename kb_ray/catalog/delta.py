@@ -1,0 +1,267 @@
+"""``DeltaCatalog``: the catalog of record, one Delta table per ``catalog/schemas.py`` entry.
+
+Tables live under ``{kb_root}/tables/{name}`` (a local path or an object-store URI opened
+with delta-rs ``storage_options``). Every write is cast to the contract schema first.
+Idempotence is ours to enforce: delta-rs records app transactions but does not skip a
+repeated one, so writers that pass ``app_id``/``app_version`` are skipped when
+``transaction_version(app_id) >= app_version``.
+
+A ``DeltaCatalog`` holds only its root URI and storage options (it opens a fresh
+``DeltaTable`` per call), so it pickles to Ray workers and is safe to share across
+threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from kb_ray.catalog import contract
+from kb_ray.catalog.commits import (
+    already_committed,
+    check_files,
+    commit_properties,
+    retry_on_conflict,
+)
+from kb_ray.catalog.datafiles import DataFile, write_data_file
+from kb_ray.catalog.storage import ensure_dir, join_uri, normalize_root, read_text, write_text
+from kb_ray.errors import CatalogError
+
+log = logging.getLogger(__name__)
+
+MARKER_NAME = "_kb_ray_catalog.json"
+
+
+class DeltaCatalog:
+    """The Delta tables of one knowledge base. Use :meth:`open` to get one."""
+
+    def __init__(self, kb_root: str, *, storage_options: dict[str, str] | None = None) -> None:
+        self.kb_root = normalize_root(kb_root)
+        self.storage_options = dict(storage_options or {})
+
+    # -- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, kb_root: str, *, storage_options: dict[str, str] | None = None, create: bool = True
+    ) -> DeltaCatalog:
+        """Open the catalog at ``kb_root``, creating missing tables when ``create``.
+
+        Raises ``CatalogError`` when the catalog was written under another schema
+        version, or when tables are missing and ``create`` is false.
+        """
+        catalog = cls(kb_root, storage_options=storage_options)
+        marker = catalog._read_marker()
+        if marker is not None:
+            contract.check_schema_version(marker.get("schema_version"), where=catalog.marker_uri)
+        for name in contract.schemas().TABLE_NAMES:
+            catalog._open_or_create_table(name, create=create)
+        if marker is None:
+            catalog._write_marker()
+        return catalog
+
+    @property
+    def marker_uri(self) -> str:
+        return join_uri(self.kb_root, MARKER_NAME)
+
+    def table_uri(self, table_name: str) -> str:
+        contract.table_spec(table_name)
+        return join_uri(self.kb_root, "tables", table_name)
+
+    def _read_marker(self) -> dict[str, Any] | None:
+        text = read_text(self.marker_uri, self.storage_options)
+        return None if text is None else json.loads(text)
+
+    def _write_marker(self) -> None:
+        marker = {
+            "schema_version": contract.schemas().SCHEMA_VERSION,
+            "tables": list(contract.schemas().TABLE_NAMES),
+            "created_at": datetime.now(timezone.utc).isoformat(),
+        }
+        ensure_dir(self.kb_root)
+        write_text(self.marker_uri, json.dumps(marker, indent=2), self.storage_options)
+
+    def _open_or_create_table(self, table_name: str, *, create: bool) -> None:
+        uri = self.table_uri(table_name)
+        if DeltaTable.is_deltatable(uri, storage_options=self.storage_options):
+            found = self.delta_table(table_name).metadata().configuration.get(
+                contract.SCHEMA_VERSION_KEY
+            )
+            contract.check_schema_version(found, where=uri)
+            return
+        if not create:
+            raise CatalogError(
+                f"catalog table {table_name!r} is missing at {uri}; open the catalog with "
+                "create=True (or run `kb-ray init`) to create it"
+            )
+        self._create_table(table_name, uri)
+
+    def _create_table(self, table_name: str, uri: str) -> None:
+        spec = contract.table_spec(table_name)
+        ensure_dir(uri)
+        try:
+            DeltaTable.create(
+                uri,
+                spec.schema,
+                mode="ignore",
+                partition_by=list(spec.partition_by) or None,
+                name=table_name,
+                description=" ".join(spec.doc.split()),
+                configuration={contract.SCHEMA_VERSION_KEY: str(contract.schemas().SCHEMA_VERSION)},
+                storage_options=self.storage_options,
+                raise_if_key_not_exists=False,
+            )
+        except CommitFailedError:  # another process created it first
+            if not DeltaTable.is_deltatable(uri, storage_options=self.storage_options):
+                raise
+        log.info("created catalog table %s at %s", table_name, uri)
+
+    # -- reading -----------------------------------------------------------------------
+
+    def delta_table(self, table_name: str, *, version: int | None = None) -> DeltaTable:
+        """A fresh ``DeltaTable`` at ``version`` (latest when ``None``)."""
+        uri = self.table_uri(table_name)
+        try:
+            return DeltaTable(uri, version=version, storage_options=self.storage_options)
+        except TableNotFoundError as exc:
+            raise CatalogError(
+                f"catalog table {table_name!r} not found at {uri}: open the catalog with "
+                "DeltaCatalog.open(kb_root, create=True) first"
+            ) from exc
+        except DeltaError as exc:
+            raise CatalogError(
+                f"cannot load {table_name!r} at version {version}: {exc}. Use "
+                "table_versions() for the latest version; old versions vanish after vacuum"
+            ) from exc
+
+    def dataset(self, table_name: str, *, version: int | None = None) -> pads.Dataset:
+        """The table as a pyarrow dataset (only the files of that Delta version)."""
+        return self.delta_table(table_name, version=version).to_pyarrow_dataset()
+
+    def read(
+        self,
+        table_name: str,
+        *,
+        version: int | None = None,
+        columns: Sequence[str] | None = None,
+        filter: pads.Expression | None = None,
+    ) -> pa.Table:
+        """Read rows (optionally a column subset and a pyarrow filter expression)."""
+        dataset = self.dataset(table_name, version=version)
+        return dataset.to_table(columns=list(columns) if columns else None, filter=filter)
+
+    def table_versions(self) -> dict[str, int]:
+        """The latest version of every table (what an index generation records)."""
+        return {name: self.delta_table(name).version() for name in contract.schemas().TABLE_NAMES}
+
+    def transaction_version(self, table_name: str, app_id: str) -> int | None:
+        """The last committed app-transaction version of ``app_id`` on the table."""
+        return self.delta_table(table_name).transaction_version(app_id)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def append(
+        self,
+        table_name: str,
+        data: pa.Table,
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        """Append rows; False (nothing written) when the app transaction is already done."""
+        table = contract.conform(data, table_name)
+        dt = self.delta_table(table_name)
+        if already_committed(dt, app_id, app_version):
+            return False
+        properties = commit_properties(app_id, app_version, metadata)
+        write_deltalake(dt, table, mode="append", commit_properties=properties)
+        return True
+
+    def write_data_file(self, table_name: str, data: pa.Table) -> DataFile:
+        """Worker side: write one Parquet file under the table; commit it with ``commit_files``."""
+        spec = contract.table_spec(table_name)
+        table = contract.conform(data, table_name)
+        return write_data_file(
+            self.table_uri(table_name), table_name, table,
+            keys=spec.keys, storage_options=self.storage_options,
+        )
+
+    def commit_files(
+        self,
+        table_name: str,
+        files: Sequence[DataFile],
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        """Driver side: commit worker-written files in ONE Delta transaction.
+
+        Returns False without committing when the app transaction is already recorded
+        (or when there is nothing to commit and no app transaction to record).
+        """
+        spec = contract.table_spec(table_name)
+        check_files(table_name, files)
+        if not files and app_id is None:
+            return False
+        properties = commit_properties(app_id, app_version, metadata)
+
+        def commit() -> bool:
+            dt = self.delta_table(table_name)
+            if already_committed(dt, app_id, app_version):
+                return False
+            dt.create_write_transaction(
+                [f.to_add_action() for f in files], mode="append", schema=spec.schema,
+                partition_by=list(spec.partition_by) or None, commit_properties=properties,
+            )
+            return True
+
+        return retry_on_conflict(commit, what=f"commit files to {table_name}")
+
+    def merge_upsert(
+        self,
+        table_name: str,
+        data: pa.Table,
+        *,
+        keys: Sequence[str],
+        app_id: str | None = None,
+        app_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """MERGE on ``keys``: update all columns when matched, insert when not.
+
+        Concurrent commits that conflict are retried on a freshly loaded table. Returns
+        delta-rs merge metrics, or ``None`` when the app transaction is already done.
+        """
+        source = contract.conform(data, table_name)
+        predicate = " AND ".join(f"t.{key} = s.{key}" for key in keys)
+        properties = commit_properties(app_id, app_version, metadata)
+
+        def merge() -> dict[str, Any] | None:
+            dt = self.delta_table(table_name)
+            if already_committed(dt, app_id, app_version):
+                return None
+            merger = dt.merge(
+                source, predicate, source_alias="s", target_alias="t",
+                commit_properties=properties,
+            )
+            return merger.when_matched_update_all().when_not_matched_insert_all().execute()
+
+        return retry_on_conflict(merge, what=f"merge into {table_name}")
+
+    def delete(self, table_name: str, predicate: str) -> dict[str, Any]:
+        """Delete rows matching a SQL predicate (e.g. ``"document_id = 'doc_1'"``)."""
+        return retry_on_conflict(
+            lambda: self.delta_table(table_name).delete(predicate),
+            what=f"delete from {table_name}",
+        )
+

@@ -1,0 +1,145 @@
+"""The driver side of a micro-batch: commit what the workers wrote, then flip documents.
+
+Order matters (DESIGN §4): data rows first (embeddings, chunks, elements, pages,
+version_chunks), ``versions`` after them (so a version row proves its rows are all there),
+then ``documents`` — the commit point that makes the batch visible — then ``sources`` and
+``ingest_log``. Every commit carries the app transaction (``ingest:{run_id}``, batch
+number) and is skipped if that transaction is already in the table's log.
+
+A crash between two of these commits can leave rows of a version that no document points
+at. A rerun finds that version's rows and deletes them before committing again, so no
+table ever holds a row twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kb_ray.catalog.datafiles import DataFile
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.ingest.rows import from_ipc, to_table
+
+logger = logging.getLogger(__name__)
+DATA_TABLE_ORDER = ("chunks", "elements", "pages", "version_chunks", "versions")
+VERSION_KEYED = ("elements", "pages", "version_chunks", "versions")
+
+
+@dataclass
+class BatchOutcome:
+    summary: pa.Table
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class MicroBatchCommitter:
+    def __init__(self, catalog: DeltaCatalog, *, run_id: str, fail_after_batches: int | None = None) -> None:
+        self.catalog = catalog
+        self.run_id = run_id
+        self.app_id = f"ingest:{run_id}"
+        self.fail_after_batches = fail_after_batches  # tests: simulate a crash between batches
+
+    def commit(self, batch: dict[str, Any], *, batch_no: int) -> BatchOutcome:
+        if self.fail_after_batches is not None and batch_no >= self.fail_after_batches:
+            raise RuntimeError(f"injected failure before committing micro-batch {batch_no}")
+        summary = from_ipc(batch["summary_ipc"])
+        files = [DataFile(**entry) for entry in json.loads(batch["files_json"])]
+        self._commit_embeddings(from_ipc(batch["embeddings_ipc"]), batch_no)
+        self._commit_data_files(files, json.loads(batch["version_ids_json"]), batch_no)
+        self._flip_documents(summary, batch_no)
+        self.record_sources(summary, batch_no=batch_no)
+        self.log(summary, batch_no=batch_no)
+        counts = {key: int(batch[key]) for key in ("chunks_new", "chunks_reused", "embeddings_computed",
+                                                   "embeddings_cached")}
+        return BatchOutcome(summary=summary, counts=counts)
+
+    def _commit_embeddings(self, vectors: pa.Table, batch_no: int) -> None:
+        if not vectors.num_rows:
+            return
+        fp = vectors.column("embedder_fp")[0].as_py()
+        found = self.catalog.read("embeddings", columns=["embed_text_sha"], filter=(
+            (pc.field("embedder_fp") == fp) & pc.field("embed_text_sha").isin(vectors.column("embed_text_sha"))))
+        fresh = vectors.filter(pc.invert(pc.is_in(vectors.column("embed_text_sha"), found.column("embed_text_sha"))))
+        if fresh.num_rows:
+            self.catalog.append("embeddings", fresh, app_id=self.app_id, app_version=batch_no)
+
+    def _commit_data_files(self, files: list[DataFile], version_ids: list[str], batch_no: int) -> None:
+        for table_name in DATA_TABLE_ORDER:
+            table_files = [f for f in files if f.table_name == table_name]
+            if not table_files:
+                continue
+            if table_name in VERSION_KEYED and self.catalog.transaction_version(table_name, self.app_id) != batch_no:
+                self._delete_residue(table_name, version_ids)
+            self.catalog.commit_files(table_name, table_files, app_id=self.app_id, app_version=batch_no)
+
+    def _delete_residue(self, table_name: str, version_ids: list[str]) -> None:
+        if not version_ids:
+            return
+        found = self.catalog.read(table_name, columns=["version_id"], filter=pc.field("version_id").isin(version_ids))
+        if found.num_rows:
+            stale = sorted(set(found.column("version_id").to_pylist()))
+            logger.warning("removing %d rows of %d uncommitted versions from %s (an earlier run stopped mid-batch)",
+                           found.num_rows, len(stale), table_name)
+            quoted = ", ".join(f"'{v}'" for v in stale)
+            self.catalog.delete(table_name, f"version_id IN ({quoted})")
+
+    def _flip_documents(self, summary: pa.Table, batch_no: int) -> None:
+        rows = [row for row in summary.to_pylist() if row["status"] == "ok" and row["action"] in ("new", "changed")]
+        if not rows:
+            return
+        now = datetime.now(timezone.utc)
+        created = self._created_at([row["document_id"] for row in rows])
+        documents = to_table("documents", [{
+            "document_id": row["document_id"], "collection": row["collection"], "key": row["key"],
+            "uri": row["uri"], "title": row["title"], "mime": row["mime"], "tags": [], "metadata_json": "{}",
+            "active_version_id": row["version_id"], "created_at": created.get(row["document_id"], now),
+            "updated_at": now, "deleted_at": None,
+        } for row in rows])
+        self.catalog.merge_upsert("documents", documents, keys=["document_id"], app_id=self.app_id, app_version=batch_no)
+
+    def _created_at(self, document_ids: list[str]) -> dict[str, datetime]:
+        found = self.catalog.read("documents", columns=["document_id", "created_at"],
+                                  filter=pc.field("document_id").isin(document_ids))
+        return {row["document_id"]: row["created_at"] for row in found.to_pylist()}
+
+    def tombstone(self, vanished: pa.Table, *, batch_no: int) -> int:
+        """Hide documents whose sources vanished (``--sync full``); rows stay until purge."""
+        rows = [row for row in vanished.to_pylist() if row["prior_version_id"]]
+        if rows:
+            now = datetime.now(timezone.utc)
+            current = self.catalog.read("documents", filter=pc.field("document_id").isin([r["document_id"] for r in rows]))
+            updated = current.to_pylist()
+            for row in updated:
+                row.update(active_version_id=None, deleted_at=now, updated_at=now)
+            self.catalog.merge_upsert("documents", to_table("documents", updated), keys=["document_id"],
+                                      app_id=self.app_id, app_version=batch_no)
+        return len(rows)
+
+    def record_sources(self, summary: pa.Table, *, batch_no: int, status: str | None = None) -> None:
+        if not summary.num_rows:
+            return
+        rows = [{
+            "collection": row["collection"], "uri": row["uri"], "key": row["key"], "size": row.get("size"),
+            "mtime": row.get("mtime"), "raw_sha": row.get("raw_sha"), "document_id": row["document_id"],
+            "last_seen_run": self.run_id,
+            "status": status or ("failed" if row.get("status") == "failed" else "present"),
+        } for row in summary.to_pylist()]
+        self.catalog.merge_upsert("sources", to_table("sources", rows), keys=["collection", "uri"],
+                                  app_id=self.app_id, app_version=batch_no)
+
+    def log(self, summary: pa.Table, *, batch_no: int) -> None:
+        if not summary.num_rows:
+            return
+        now = datetime.now(timezone.utc)
+        rows = [{
+            "run_id": self.run_id, "batch": batch_no, "collection": row["collection"], "uri": row["uri"],
+            "document_id": row["document_id"], "version_id": row.get("version_id"), "action": row["action"],
+            "status": row.get("status", "ok"), "error": row.get("error"), "parse_seconds": row.get("parse_seconds"),
+            "total_seconds": row.get("total_seconds"), "n_chunks": row.get("n_chunks"), "logged_at": now,
+        } for row in summary.to_pylist()]
+        self.catalog.append("ingest_log", to_table("ingest_log", rows), app_id=self.app_id, app_version=batch_no)

@@ -1,0 +1,103 @@
+"""List sources as a stream of Arrow batches (one directory at a time, through fsspec).
+
+The driver never holds per-file Python objects for the whole corpus: each directory's
+listing becomes an Arrow record batch right away, and ids are computed by DuckDB in the
+planner. Keys are normalized URIs: absolute POSIX paths for local files,
+``scheme://bucket/key`` otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kb_ray.errors import SourceError
+
+LISTING_SCHEMA = pa.schema([
+    ("collection", pa.string()), ("uri", pa.string()), ("key", pa.string()),
+    ("relative_path", pa.string()), ("size", pa.int64()), ("mtime", pa.timestamp("us", tz="UTC")),
+])
+
+
+def _filesystem(source: str, storage_options: dict[str, str]) -> tuple[fsspec.AbstractFileSystem, str]:
+    protocol = source.split("://", 1)[0] if "://" in source else "file"
+    fs = fsspec.filesystem(protocol, **(storage_options if protocol != "file" else {}))
+    return fs, fs._strip_protocol(source)
+
+
+def _uri(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return path if protocol in ("file", "local") else f"{protocol}://{path}"
+
+
+def _mtime(info: dict) -> datetime | None:
+    value = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, tz=timezone.utc)
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return None
+
+
+def list_source(source: str, *, collection: str, include: list[str],
+                storage_options: dict[str, str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield one record batch per directory under ``source`` (or one for a single file)."""
+    fs, root = _filesystem(source, storage_options or {})
+    if not fs.exists(root):
+        raise SourceError(f"source {source} does not exist")
+    if fs.isfile(root):
+        yield _batch(fs, collection, root.rsplit("/", 1)[0], {root: fs.info(root)}, include)
+        return
+    for _, _, files in fs.walk(root, detail=True):
+        infos = {info["name"]: info for info in files.values() if info.get("type") == "file"}
+        if infos:
+            yield _batch(fs, collection, root, infos, include)
+
+
+def _batch(fs, collection: str, root: str, infos: dict[str, dict], include: list[str]) -> pa.RecordBatch:
+    names = sorted(infos)
+    relative = [name[len(root):].lstrip("/") for name in names]
+    batch = pa.RecordBatch.from_pydict({
+        "collection": [collection] * len(names), "uri": [_uri(fs, name) for name in names],
+        "key": [_uri(fs, name) for name in names], "relative_path": relative,
+        "size": [int(infos[name].get("size") or 0) for name in names],
+        "mtime": [_mtime(infos[name]) for name in names],
+    }, schema=LISTING_SCHEMA)
+    return batch.filter(_included(batch.column("relative_path"), include))
+
+
+def glob_to_regex(glob: str) -> str:
+    """A path glob as an RE2 regex: ``**/`` any directories, ``*`` and ``?`` within one."""
+    out, index = [], 0
+    while index < len(glob):
+        if glob.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+        elif glob.startswith("**", index):
+            out.append(".*")
+            index += 2
+        else:
+            char = glob[index]
+            out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+            index += 1
+    return "^" + "".join(out) + "$"
+
+
+def _included(paths: pa.Array, include: list[str]) -> pa.Array:
+    hidden = pc.match_substring_regex(paths, r"(^|/)\.")
+    pattern = "|".join(f"(?:{glob_to_regex(glob)})" for glob in include) or ".*"
+    return pc.and_(pc.match_substring_regex(paths, pattern), pc.invert(hidden))
+
+
+def list_sources(sources: list[str], *, collection: str, include: list[str],
+                 storage_options: dict[str, str] | None = None) -> pa.Table:
+    """The whole listing as one Arrow table (the planner's input)."""
+    batches = [batch for source in sources
+               for batch in list_source(source, collection=collection, include=include,
+                                        storage_options=storage_options)]
+    return pa.Table.from_batches(batches, schema=LISTING_SCHEMA) if batches else LISTING_SCHEMA.empty_table()

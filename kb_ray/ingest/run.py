@@ -1,0 +1,128 @@
+"""``run_ingest``: list → plan → Ray Data pipeline → commit micro-batches → report."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kb_ray import __version__
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.config import KbConfig, config_json
+from kb_ray.errors import CatalogError, SourceError
+from kb_ray.ingest.commit import MicroBatchCommitter
+from kb_ray.ingest.listing import list_sources
+from kb_ray.ingest.planning import IngestPlan, plan_ingest
+from kb_ray.ingest.report import IngestReport
+from kb_ray.ingest.rows import to_table
+from kb_ray.processing import DocumentProcessor
+
+logger = logging.getLogger(__name__)
+
+
+def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None) -> IngestReport:
+    started = time.perf_counter()
+    if not config.ingest.sources:
+        raise SourceError("no sources to ingest: set ingest.sources in the config or pass --source")
+    catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options)
+    check_embedder(catalog, config)
+    report = IngestReport(run_id=f"run_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:8]}")
+    _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
+    committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches)
+    try:
+        plan = _plan(catalog, config)
+        report.documents["seen"] = plan.seen
+        _run_pipeline(plan.todo, config=config, committer=committer, report=report)
+        _finish_unchanged_and_vanished(plan, config=config, committer=committer, report=report)
+        report.status = "failed_documents" if report.documents["failed"] else "succeeded"
+    except BaseException:
+        report.status = "crashed"
+        raise
+    finally:
+        report.seconds = time.perf_counter() - started
+        _record_run(catalog, report, config, started_at=None)
+    return report
+
+
+def _plan(catalog: DeltaCatalog, config: KbConfig) -> IngestPlan:
+    listing = list_sources(config.ingest.sources, collection=config.ingest.collection,
+                           include=config.ingest.include, storage_options=config.storage_options)
+    pipeline_fp = DocumentProcessor(parse=config.parse, chunking=config.chunking).pipeline_fp
+    plan = plan_ingest(listing, catalog=catalog, collection=config.ingest.collection, pipeline_fp=pipeline_fp)
+    logger.info("plan: %d to process, %d unchanged, %d vanished", plan.todo.num_rows, plan.unchanged.num_rows,
+                plan.vanished.num_rows)
+    return plan
+
+
+def _run_pipeline(todo: pa.Table, *, config: KbConfig, committer: MicroBatchCommitter, report: IngestReport) -> None:
+    if not todo.num_rows:
+        return
+    from kb_ray.ingest.pipeline import build_ingest_dataset, start_ray
+
+    start_ray(config)
+    dataset = build_ingest_dataset(todo, config=config, run_id=report.run_id)
+    for batch_no, batch in enumerate(dataset.iter_rows()):
+        outcome = committer.commit(batch, batch_no=batch_no)
+        report.add_summary(outcome.summary)
+        report.add_counts(outcome.counts)
+        report.micro_batches += 1
+        logger.info("committed micro-batch %d (%d documents)", batch_no, outcome.summary.num_rows)
+
+
+def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, committer: MicroBatchCommitter,
+                                   report: IngestReport) -> None:
+    batch_no = report.micro_batches
+    unchanged = plan.unchanged.append_column("action", pa.array(["unchanged"] * plan.unchanged.num_rows, pa.string()))
+    if unchanged.num_rows:
+        committer.record_sources(unchanged.drop_columns(["prior_version_id"]), batch_no=batch_no)
+        committer.log(unchanged, batch_no=batch_no)
+        report.documents["unchanged"] += unchanged.num_rows
+    if config.ingest.sync == "full" and plan.vanished.num_rows:
+        report.documents["deleted"] += committer.tombstone(plan.vanished, batch_no=batch_no)
+        vanished = plan.vanished.append_column("action", pa.array(["deleted"] * plan.vanished.num_rows, pa.string()))
+        committer.record_sources(vanished, batch_no=batch_no + 1, status="vanished")
+        committer.log(vanished, batch_no=batch_no + 1)
+
+
+def check_embedder(catalog: DeltaCatalog, config: KbConfig) -> str:
+    """Refuse to mix two embedders' vectors unless a model switch was asked for."""
+    from kb_ray.embedding.text import TextEmbedder
+
+    e = config.embedding
+    embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device="cpu", normalize=e.normalize)
+    fingerprint = embedder.fingerprint
+    present = set(pc.unique(catalog.read("embeddings", columns=["embedder_fp"]).column("embedder_fp")).to_pylist())
+    others = present - {fingerprint}
+    if others and not e.allow_model_switch:
+        raise CatalogError(
+            f"this catalog holds embeddings of another embedder ({', '.join(sorted(others))}); the configured "
+            f"model {e.model_id} has fingerprint {fingerprint}. Mixing them would corrupt search: restore the "
+            "original embedding settings, or set embedding.allow_model_switch=true to embed beside them")
+    return fingerprint
+
+
+def _record_run(catalog: DeltaCatalog, report: IngestReport, config: KbConfig, *, started_at: datetime | None) -> None:
+    import json
+
+    existing = catalog.read("ingest_runs", filter=pc.field("run_id") == report.run_id).to_pylist()
+    row = existing[0] if existing else {"run_id": report.run_id, "started_at": started_at,
+                                        "config_json": config_json(config), "code_version": code_version()}
+    row.update(status=report.status, report_json=json.dumps(report.to_dict()),
+               finished_at=None if report.status == "running" else datetime.now(timezone.utc))
+    catalog.merge_upsert("ingest_runs", to_table("ingest_runs", [row]), keys=["run_id"])
+
+
+def code_version() -> str:
+    """kb-ray's version plus the git commit when running from a checkout."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return f"{__version__}+{commit}" if commit else __version__

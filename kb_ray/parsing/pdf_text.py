@@ -1,0 +1,328 @@
+"""Born-digital PDFs through pypdfium2's text layer: character boxes → blocks.
+
+pdfium is not thread-safe (two threads opening pages at once crashed the process), so
+every pdfium call runs under one process-wide lock and every page, text page and
+document is closed before the lock is released. Layout (lines, columns, blocks) is pure
+Python in :mod:`kb_ray.parsing.pdf_layout` and runs outside the lock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import re
+import threading
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from kb_ray.errors import ParseError
+from kb_ray.parsing.base import Parser, ParseLimits
+from kb_ray.parsing.blocks import Block, PageInfo, ParseResult, normalize_bbox
+from kb_ray.parsing.pdf_layout import (
+    CAPTION_START, LIST_MARKER, Char, Line, LineGroup, build_lines, find_furniture,
+    group_blocks, reading_order, same_size_class, typical_pitch,
+)
+
+PDFIUM_LOCK = threading.Lock()
+"""Guards every pdfium call in this process."""
+
+_SPACE = Char(" ", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+_BOLD_NAME = re.compile(r"bold|black|heavy", re.I)
+_FORCE_BOLD_FLAG = 1 << 18
+_PLACEHOLDER_TITLES = {"", "untitled", "unknown", "none", "title"}
+_TEXT_OBJECT_ADDRESS = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(
+    ctypes.cast(pdfium_c.FPDFText_GetTextObject, ctypes.c_void_p).value
+)  # FPDFText_GetTextObject returning a plain int: a cheap cache key per text object
+
+
+@dataclass
+class _Page:
+    info: PageInfo
+    chars: list[Char]
+
+
+class PdfTextParser(Parser):
+    """Reads the text layer of born-digital PDFs; scanned pages need OCR later."""
+
+    name = "pdf_text"
+    version = "1"
+    mimes = frozenset({"application/pdf"})
+
+    def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
+        meta_title, pages = extract_pages(data, max_pages=limits.max_pages)
+        if not any(page.info.has_text_layer for page in pages):
+            raise ParseError(
+                "no_text_layer",
+                f"none of {len(pages)} pages has a text layer (scanned or image-only PDF); "
+                "it needs OCR, which is a later pipeline stage",
+            )
+        blocks = layout_blocks([page.info for page in pages], [build_lines(p.chars) for p in pages])
+        title = meta_title or next((b.text for b in blocks if b.kind in ("title", "heading")), None)
+        return ParseResult(status="ok", parser=self.name, mime=mime, blocks=blocks,
+                           pages=[page.info for page in pages], title=title)
+
+
+# -- pdfium access (always under PDFIUM_LOCK) -----------------------------------------
+
+
+def extract_pages(data: bytes, *, max_pages: int) -> tuple[str | None, list[_Page]]:
+    """Open the PDF and read every page's characters; raises ParseError for bad input."""
+    with PDFIUM_LOCK:
+        pdf = _open(data)
+        try:
+            count = len(pdf)
+            if count > max_pages:
+                raise ParseError("too_many_pages", f"{count} pages > limit {max_pages}")
+            if count == 0:
+                raise ParseError("empty", "the PDF has no pages")
+            return _metadata_title(pdf), [_read_page(pdf, index) for index in range(count)]
+        finally:
+            pdf.close()
+
+
+def _open(data: bytes) -> pdfium.PdfDocument:
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if getattr(exc, "err_code", None) in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
+            raise ParseError("encrypted", "the PDF is password-protected; ingest a decrypted copy") from exc
+        raise ParseError("corrupt", f"pdfium cannot open it as a PDF ({exc})") from exc
+
+
+def _metadata_title(pdf: pdfium.PdfDocument) -> str | None:
+    title = clean_text(pdf.get_metadata_value("Title") or "")
+    return None if title.lower() in _PLACEHOLDER_TITLES else title
+
+
+def _read_page(pdf: pdfium.PdfDocument, index: int) -> _Page:
+    page = pdf[index]
+    try:
+        width, height, to_display = _display_transform(page)
+        textpage = page.get_textpage()
+        try:
+            chars = _page_chars(textpage.raw, to_display)
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    has_text = any(char.text != " " for char in chars)
+    return _Page(PageInfo(page_no=index + 1, width=width, height=height, has_text_layer=has_text), chars)
+
+
+def _display_transform(page: pdfium.PdfPage) -> tuple[float, float, Callable]:
+    """Page size as displayed and a map from PDF space to top-left display points."""
+    left, bottom, right, top = page.get_bbox()
+    rotation = page.get_rotation() % 360
+    if rotation == 90:
+        return top - bottom, right - left, lambda x, y: (y - bottom, x - left)
+    if rotation == 180:
+        return right - left, top - bottom, lambda x, y: (right - x, y - bottom)
+    if rotation == 270:
+        return top - bottom, right - left, lambda x, y: (top - y, right - x)
+    return right - left, top - bottom, lambda x, y: (x - left, top - y)
+
+
+def _page_chars(textpage, to_display: Callable) -> list[Char]:
+    styles: dict[int, tuple[float, bool]] = {}
+    rect, origin_x, origin_y = pdfium_c.FS_RECTF(), ctypes.c_double(), ctypes.c_double()
+    chars: list[Char] = []
+    for index in range(pdfium_c.FPDFText_CountChars(textpage)):
+        text = _char_text(textpage, index)
+        if text is None or text == " ":
+            if text and chars and chars[-1] is not _SPACE:
+                chars.append(_SPACE)
+            continue
+        pdfium_c.FPDFText_GetLooseCharBox(textpage, index, rect)
+        pdfium_c.FPDFText_GetCharOrigin(textpage, index, origin_x, origin_y)
+        size, bold = _char_style(textpage, index, styles)
+        (ax, ay), (bx, by) = to_display(rect.left, rect.top), to_display(rect.right, rect.bottom)
+        baseline = to_display(origin_x.value, origin_y.value)[1]
+        chars.append(Char(text, min(ax, bx), min(ay, by), max(ax, bx), max(ay, by), baseline, size, bold))
+    return chars
+
+
+def _char_text(textpage, index: int) -> str | None:
+    """The character as text; ``" "`` for a word break, None for nothing to keep."""
+    code = pdfium_c.FPDFText_GetUnicode(textpage, index)
+    if 32 < code < 127:
+        return chr(code)
+    if 0xD800 <= code < 0xDC00:
+        low = pdfium_c.FPDFText_GetUnicode(textpage, index + 1)
+        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00) if 0xDC00 <= low < 0xE000 else 0xFFFD
+    elif 0xDC00 <= code < 0xE000 or code in (0, 0xFFFE, 0xFFFF, 0xAD):
+        return None
+    if code == 2:  # pdfium marks a hyphen that ends a line this way
+        return "-"
+    char = chr(code)
+    if char in "\r\n":
+        return None
+    if char.isspace():
+        return " "
+    return None if unicodedata.category(char) in ("Cc", "Cf") else char
+
+
+def _char_style(textpage, index: int, cache: dict[int, tuple[float, bool]]) -> tuple[float, bool]:
+    """Effective font size and boldness, cached per text object."""
+    key = _TEXT_OBJECT_ADDRESS(textpage, index) or 0
+    if key not in cache:
+        size = pdfium_c.FPDFText_GetFontSize(textpage, index)
+        matrix = pdfium_c.FS_MATRIX()
+        if pdfium_c.FPDFText_GetMatrix(textpage, index, matrix):
+            size *= math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c)) or 1.0
+        buffer, flags = ctypes.create_string_buffer(256), ctypes.c_int(0)
+        pdfium_c.FPDFText_GetFontInfo(textpage, index, buffer, 256, flags)
+        name = buffer.value.decode("latin-1", "replace")
+        weight = pdfium_c.FPDFText_GetFontWeight(textpage, index)
+        bold = weight >= 600 or bool(_BOLD_NAME.search(name)) or bool(flags.value & _FORCE_BOLD_FLAG)
+        cache[key] = (round(size, 2), bold)
+    return cache[key]
+
+
+# -- blocks from lines (pure) ---------------------------------------------------------
+
+
+@dataclass
+class _FontStats:
+    """Document-wide font sizes: the body size and heading size classes, largest first."""
+
+    body: float
+    heading_sizes: list[float]
+    title_group: LineGroup | None
+    bold_headings: bool
+
+    def heading_level(self, group: LineGroup) -> int:
+        for rank, size in enumerate(self.heading_sizes):
+            if _heading_shaped(group) and same_size_class(group.size, size) and group.size > self.body:
+                return min(rank + 1, 6)
+        return 0
+
+    def is_bold_heading(self, group: LineGroup, text: str) -> bool:
+        return (self.bold_headings and group.bold and _heading_shaped(group) and len(group.lines) <= 2 and len(text.split()) <= 12
+                and not text.endswith((".", ",", ";")) and group.size >= 0.9 * self.body)
+
+
+def layout_blocks(infos: list[PageInfo], page_lines: list[list[Line]]) -> list[Block]:
+    """Furniture, reading order, grouping and classification for a whole document."""
+    furniture = find_furniture(page_lines, [info.height for info in infos])
+    flows = [reading_order([l for i, l in enumerate(lines) if i not in marks])
+             for lines, marks in zip(page_lines, furniture)]
+    pitch = typical_pitch([flow for page in flows for flow in page])
+    groups = [[g for flow in page for g in group_blocks(flow, pitch)] for page in flows]
+    stats = font_stats(groups)
+    blocks: list[Block] = []
+    for info, lines, marks, page_groups in zip(infos, page_lines, furniture, groups):
+        marked = sorted(((lines[i], kind) for i, kind in marks.items()), key=lambda m: (m[0].top, m[0].x0))
+        blocks += [_furniture_block(line, kind, info) for line, kind in marked if kind == "page_header"]
+        blocks += _body_blocks(page_groups, stats, info)
+        blocks += [_furniture_block(line, kind, info) for line, kind in marked if kind == "page_footer"]
+    return [block for block in blocks if block.text]
+
+
+def font_stats(pages: list[list[LineGroup]]) -> _FontStats:
+    counts: Counter[float] = Counter()
+    bold_chars = 0
+    for group in (g for page in pages for g in page):
+        for line in group.lines:
+            counts[round(line.size * 2) / 2] += len(line.text)
+            bold_chars += len(line.text) if line.bold else 0
+    body = max(counts, key=counts.__getitem__) if counts else 10.0
+    candidates = [g for page in pages for g in page if _heading_shaped(g) and not same_size_class(g.size, body)]
+    sizes: list[float] = []
+    for size in sorted((g.size for g in candidates if g.size > body), reverse=True):
+        if not sizes or not same_size_class(sizes[-1], size):
+            sizes.append(size)
+    title = _title_group(pages, sizes)
+    if title is not None:
+        sizes = sizes[1:]
+    return _FontStats(body, sizes, title, bold_chars < 0.3 * max(1, sum(counts.values())))
+
+
+def _title_group(pages: list[list[LineGroup]], sizes: list[float]) -> LineGroup | None:
+    """The first block of page 1 when it alone uses the largest heading size."""
+    if not sizes or not pages or not pages[0]:
+        return None
+    first = pages[0][0]
+    users = [g for page in pages for g in page if same_size_class(g.size, sizes[0])]
+    return first if users == [first] and same_size_class(first.size, sizes[0]) else None
+
+
+def _heading_shaped(group: LineGroup) -> bool:
+    """Short enough for a heading; a leading "1." may number a section, a bullet may not."""
+    numbered = group.marker is None or group.marker[0].isalnum() or group.marker[0] == "("
+    return numbered and all(l.cells == 1 for l in group.lines) and len(group.lines) <= 3 and sum(len(l.text) for l in group.lines) <= 200
+
+
+def _body_blocks(groups: list[LineGroup], stats: _FontStats, info: PageInfo) -> list[Block]:
+    blocks: list[Block] = []
+    list_x: list[float] = []
+    for group in groups:
+        text = join_lines([line.text for line in group.lines])
+        kind, level = _classify(group, text, stats)
+        attrs: dict = {}
+        if kind == "list_item":
+            text = clean_text(LIST_MARKER.sub("", text, count=1))
+            level, attrs = _list_depth(list_x, group.lines[0].x0), {"marker": group.marker}
+        else:
+            list_x.clear()
+        blocks.append(Block(kind=kind, text=text, page=info.page_no, bbox=_bbox(group.box, info),
+                            level=level, attrs=attrs))
+    return blocks
+
+
+def _classify(group: LineGroup, text: str, stats: _FontStats) -> tuple[str, int]:
+    if group is stats.title_group:
+        return "title", 0
+    if CAPTION_START.match(text):
+        return "caption", 0
+    level = stats.heading_level(group)
+    if level:
+        return "heading", level
+    if stats.is_bold_heading(group, text):
+        return "heading", min(len(stats.heading_sizes) + 1, 6)
+    if group.marker is not None:
+        return "list_item", 0
+    return "paragraph", 0
+
+
+def _list_depth(positions: list[float], x0: float) -> int:
+    """Nesting depth of a list item from the distinct indents seen in this list run."""
+    if not any(abs(p - x0) <= 2.0 for p in positions):
+        positions.append(x0)
+    return sum(1 for p in positions if p < x0 - 2.0)
+
+
+def _furniture_block(line: Line, kind: str, info: PageInfo) -> Block:
+    box = (line.x0, line.top, line.x1, line.bottom)
+    return Block(kind=kind, text=clean_text(line.text), page=info.page_no, bbox=_bbox(box, info))  # type: ignore[arg-type]
+
+
+def _bbox(box: tuple[float, float, float, float], info: PageInfo):
+    return normalize_bbox(*box, width=info.width, height=info.height)
+
+
+# -- text normalization ---------------------------------------------------------------
+
+
+def join_lines(texts: list[str]) -> str:
+    """Join a block's lines with spaces, undoing hyphenation before a lowercase word."""
+    joined = ""
+    for text in (t.strip() for t in texts):
+        if not text:
+            continue
+        if len(joined) >= 2 and joined[-1] in "-\u2010" and joined[-2].isalpha() and text[0].islower():
+            joined = joined[:-1] + text
+        else:
+            joined = f"{joined} {text}" if joined else text
+    return clean_text(joined)
+
+
+def clean_text(text: str) -> str:
+    """NFC, no control or format characters, single spaces."""
+    text = unicodedata.normalize("NFC", text)
+    text = "".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf"))
+    return re.sub(r" {2,}", " ", text).strip()
