@@ -69,6 +69,35 @@ class IngestSettings(_Settings):
     micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
 
 
+class IndexSettings(_Settings):
+    shards: int = Field(2, ge=1, description="shards per generation; chunk -> shard by hash of chunk_id")
+    dense: Literal["auto", "flat", "ivf", "hnsw"] = "auto"  # auto: flat below flat_max_vectors, else hnsw
+    flat_max_vectors: int = 50_000
+    hnsw_m: int = 32
+    ivf_nlist: int | None = None  # None: about 4 * sqrt(vectors)
+    lexical: Literal["bm25s", "tantivy"] = "bm25s"
+    switch_after_build: bool = True
+    filterable_metadata: list[str] = Field(default_factory=list)  # metadata_json keys usable in filters
+
+
+class SearchSettings(_Settings):
+    default_k: int = 10
+    max_k: int = 100
+    candidates: int = 100  # per retriever, before fusion
+    rrf_k: int = 60
+    weights: dict[str, float] = Field(default_factory=dict)  # retriever -> RRF weight (default 1)
+    rerank_model_path: str | None = None  # a saved cross-encoder; None: no reranking
+    rerank_candidates: int = 30
+
+
+class ServeSettings(_Settings):
+    host: str = "127.0.0.1"
+    port: int = 8000
+    searcher_replicas: int = 1
+    embedder_replicas: int = 1
+    reranker_num_gpus: float = 0.0
+
+
 class KbConfig(_Settings):
     kb_root: str = ".kb"
     storage_options: dict[str, str] = Field(default_factory=dict)
@@ -77,6 +106,9 @@ class KbConfig(_Settings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     ray: RaySettings = RaySettings()
     ingest: IngestSettings = IngestSettings()
+    index: IndexSettings = IndexSettings()
+    search: SearchSettings = SearchSettings()
+    serve: ServeSettings = ServeSettings()
 
     def redacted(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
@@ -141,6 +173,8 @@ def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
     config.ingest.sources = [_resolve(base, source) for source in config.ingest.sources]
     if config.embedding.model_path:
         config.embedding.model_path = _resolve(base, config.embedding.model_path)
+    if config.search.rerank_model_path:
+        config.search.rerank_model_path = _resolve(base, config.search.rerank_model_path)
     return config
 
 

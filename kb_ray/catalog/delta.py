@@ -156,7 +156,13 @@ class DeltaCatalog:
     ) -> pa.Table:
         """Read rows (optionally a column subset and a pyarrow filter expression)."""
         dataset = self.dataset(table_name, version=version)
-        return dataset.to_table(columns=list(columns) if columns else None, filter=filter)
+        try:
+            return dataset.to_table(columns=list(columns) if columns else None, filter=filter)
+        except pa.ArrowNotImplementedError:
+            # delta-rs merges may write string_view columns whose statistics pyarrow cannot
+            # compare with plain strings: filter after reading instead of pushing down.
+            table = dataset.to_table().filter(filter) if filter is not None else dataset.to_table()
+            return table.select(list(columns)) if columns else table
 
     def table_versions(self) -> dict[str, int]:
         """The latest version of every table (what an index generation records)."""

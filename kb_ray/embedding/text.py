@@ -90,11 +90,12 @@ class TextEmbedder:
         self.sort_by_length = sort_by_length
         self._model = _load_model(sentence_transformer_cls, path, self.device, normalize, max_seq_length)
         self._model_digest = model_digest(path)
+        self._dim = _embedding_dimension(self._model)
         logger.info("loaded %s from %s on %s (dim %d)", model_id, path, self.device, self.dim)
 
     @property
     def dim(self) -> int:
-        return int(self._model.get_embedding_dimension())
+        return self._dim
 
     @property
     def max_seq_length(self) -> int:
@@ -124,6 +125,8 @@ class TextEmbedder:
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (already formatted) into a float32 array ``[len(texts), dim]``."""
+        if isinstance(texts, str):
+            raise TypeError("embed_texts takes a list of strings; use embed_query for one string")
         texts = list(texts)
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = _batch_order(texts, by_length=self.sort_by_length)
@@ -278,6 +281,15 @@ def _load_model(cls: Any, path: Path, device: str, normalize: bool, max_seq_leng
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
     return model.eval()
+
+
+def _embedding_dimension(model: Any) -> int:
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension to get_embedding_dimension.
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dim = getter()
+    if dim is None:  # some module stacks cannot tell without running
+        dim = len(model.encode(["dimension probe"], convert_to_numpy=True)[0])
+    return int(dim)
 
 
 def _drop_normalize_modules(model: Any) -> None:

@@ -155,3 +155,8 @@ def test_cuda_without_gpu_is_an_error(tiny_model_dir: str) -> None:
 def test_bad_template_is_rejected(template: str) -> None:
     with pytest.raises(KbRayError, match="text_template"):
         TextEmbedder(text_template=template)
+
+
+def test_a_bare_string_is_not_a_list_of_texts(embedder: TextEmbedder) -> None:
+    with pytest.raises(TypeError, match="embed_query"):
+        embedder.embed_texts("a single string")

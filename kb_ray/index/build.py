@@ -1,0 +1,176 @@
+"""``build_index``: catalog tables at named versions → one sharded index generation.
+
+Per shard (chunk → shard by a stable hash of chunk_id) it writes a FAISS index, a BM25
+index over "heading path + text" and a hydration Parquet file whose row numbers are the
+ids of both indexes. ``manifest.json`` is written last; a row goes to
+``index_generations``; ``CURRENT`` is switched when ``index.switch_after_build``.
+A generation whose manifest already exists is not rebuilt (same id = same content).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.config import IndexSettings, KbConfig
+from kb_ray.errors import CatalogError
+from kb_ray.index import generations
+from kb_ray.index.dense import build_faiss_index, choose_dense_type
+from kb_ray.index.lexical import lexical_index_class, library_version
+from kb_ray.index.manifest import (
+    DENSE_FILE, HYDRATION_FILE, INDEX_FORMAT_VERSION, LEXICAL_DIR, MANIFEST_NAME,
+    GenerationManifest, ShardInfo, generation_id_for, spec_fingerprint,
+)
+from kb_ray.index.rows import INDEXED_TABLES, open_session, read_index_rows, resolve_embedder_fp
+
+logger = logging.getLogger(__name__)
+
+LEXICAL_HEADING_SEPARATOR = " > "
+
+
+def shard_of(chunk_id: str, shards: int) -> int:
+    """Stable shard of a chunk: the first 32 bits of sha256(chunk_id) modulo ``shards``."""
+    return int(hashlib.sha256(chunk_id.encode("utf-8")).hexdigest()[:8], 16) % shards
+
+
+def lexical_text(heading_path: list[str] | None, text: str) -> str:
+    return f"{LEXICAL_HEADING_SEPARATOR.join(heading_path or [])}\n{text}".strip()
+
+
+def index_spec(settings: IndexSettings) -> dict:
+    """Everything that changes what a generation contains (not where or whether it goes live)."""
+    return {
+        "format": INDEX_FORMAT_VERSION, "shards": settings.shards, "dense": settings.dense,
+        "flat_max_vectors": settings.flat_max_vectors, "hnsw_m": settings.hnsw_m,
+        "ivf_nlist": settings.ivf_nlist, "lexical": settings.lexical,
+        "lexical_text": f"heading_path joined by {LEXICAL_HEADING_SEPARATOR!r}, newline, text",
+        "libraries": {"faiss": faiss.__version__, settings.lexical: library_version(settings.lexical)},
+    }
+
+
+def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = None,
+                embedder_fp: str | None = None) -> GenerationManifest:
+    """Build (or find) the generation for these catalog versions and return its manifest."""
+    catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+    versions = _resolve_versions(catalog, catalog_versions)
+    connection = open_session(catalog, versions)
+    try:
+        fp = resolve_embedder_fp(connection, embedder_fp)
+        spec = index_spec(config.index)
+        generation_id = generation_id_for(spec, versions, fp)
+        manifest = _existing_manifest(config, generation_id)
+        if manifest is None:
+            manifest = _build(config, connection, spec=spec, versions=versions, embedder_fp=fp,
+                              generation_id=generation_id)
+    finally:
+        connection.close()
+    _record_generation(catalog, config, manifest)
+    if config.index.switch_after_build:
+        generations.switch_generation(config.kb_root, manifest.generation_id,
+                                      storage_options=config.storage_options)
+    return manifest
+
+
+def _resolve_versions(catalog: DeltaCatalog, requested: dict[str, int] | None) -> dict[str, int]:
+    latest = catalog.table_versions()
+    if requested is None:
+        return {name: latest[name] for name in INDEXED_TABLES}
+    missing = [name for name in INDEXED_TABLES if name not in requested]
+    if missing:
+        raise CatalogError(f"catalog_versions must name {list(INDEXED_TABLES)}; missing {missing}")
+    too_new = {n: requested[n] for n in INDEXED_TABLES if not 0 <= requested[n] <= latest[n]}
+    if too_new:
+        raise CatalogError(f"catalog_versions {too_new} do not exist (latest: { {n: latest[n] for n in too_new} })")
+    return {name: int(requested[name]) for name in INDEXED_TABLES}
+
+
+def _existing_manifest(config: KbConfig, generation_id: str) -> GenerationManifest | None:
+    try:
+        manifest = generations.load_manifest(config.kb_root, generation_id, storage_options=config.storage_options)
+    except generations.GenerationError:
+        return None
+    logger.info("index generation %s already built; reusing it", generation_id)
+    return manifest
+
+
+def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int], embedder_fp: str,
+           generation_id: str) -> GenerationManifest:
+    started = time.perf_counter()
+    hydration, vector_column = read_index_rows(connection, embedder_fp)
+    vectors = _vectors(vector_column)
+    staged = generations.staging_dir(config.kb_root, generation_id)
+    try:
+        shards = _write_shards(staged, hydration, vectors, config.index)
+        manifest = GenerationManifest(
+            generation_id=generation_id, kind="hybrid", spec=spec, catalog_versions=versions,
+            embedder_fp=embedder_fp, dim=int(vectors.shape[1]), lexical_type=config.index.lexical,
+            shards=shards, created_at=datetime.now(timezone.utc).isoformat(),
+            stats={"rows": hydration.num_rows, "build_seconds": round(time.perf_counter() - started, 3)},
+        )
+        (staged / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
+        generations.publish(staged, config.kb_root, generation_id, storage_options=config.storage_options)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    logger.info("built index generation %s: %d chunks in %d shards (%.1fs)", generation_id,
+                hydration.num_rows, len(shards), time.perf_counter() - started)
+    return manifest
+
+
+def _vectors(column: pa.ChunkedArray) -> np.ndarray:
+    if len(column) == 0:
+        return np.zeros((0, 0), np.float32)
+    lengths = pc.unique(pc.list_value_length(column)).to_pylist()
+    if len(lengths) != 1:
+        raise CatalogError(f"embedding vectors of several dimensions {sorted(lengths)} in one generation")
+    flat = pc.list_flatten(column).to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=np.float32).reshape(len(column), lengths[0])
+
+
+def _write_shards(staged: Path, hydration: pa.Table, vectors: np.ndarray, settings: IndexSettings) -> list[ShardInfo]:
+    assignment = np.array([shard_of(cid, settings.shards) for cid in hydration.column("chunk_id").to_pylist()],
+                          dtype=np.int64)
+    infos = []
+    for shard in range(settings.shards):
+        rows = np.flatnonzero(assignment == shard)
+        infos.append(_write_shard(staged / f"shard-{shard:03d}", shard, hydration.take(rows), vectors[rows], settings))
+        logger.info("shard %d/%d: %d chunks", shard + 1, settings.shards, len(rows))
+    return infos
+
+
+def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, settings: IndexSettings) -> ShardInfo:
+    folder.mkdir(parents=True)
+    pq.write_table(rows, folder / HYDRATION_FILE, compression="zstd")
+    if rows.num_rows == 0:
+        return ShardInfo(shard=shard, rows=0, dir=folder.name, dense_type=None, dense=None, lexical=None)
+    dense_type = choose_dense_type(settings.dense, rows.num_rows, flat_max_vectors=settings.flat_max_vectors)
+    index = build_faiss_index(vectors, dense_type, hnsw_m=settings.hnsw_m, ivf_nlist=settings.ivf_nlist)
+    faiss.write_index(index, str(folder / DENSE_FILE))
+    texts = [lexical_text(h, t) for h, t in zip(rows.column("heading_path").to_pylist(),
+                                                 rows.column("text").to_pylist())]
+    lexical_index_class(settings.lexical).build(texts).save(folder / LEXICAL_DIR)
+    return ShardInfo(shard=shard, rows=rows.num_rows, dir=folder.name, dense_type=dense_type)
+
+
+def _record_generation(catalog: DeltaCatalog, config: KbConfig, manifest: GenerationManifest) -> None:
+    row = {
+        "generation_id": manifest.generation_id, "kind": manifest.kind, "spec_fp": spec_fingerprint(manifest.spec),
+        "catalog_versions_json": json.dumps(manifest.catalog_versions, sort_keys=True),
+        "manifest_uri": f"{generations.generation_uri(config.kb_root, manifest.generation_id)}/{MANIFEST_NAME}",
+        "status": "ready", "created_at": datetime.fromisoformat(manifest.created_at),
+        "stats_json": json.dumps({**manifest.stats, "embedder_fp": manifest.embedder_fp,
+                                  "shards": [s.rows for s in manifest.shards]}, sort_keys=True),
+    }
+    catalog.merge_upsert("index_generations", pa.Table.from_pylist([row]), keys=["generation_id"])

@@ -1,0 +1,149 @@
+"""Where generations live and which one is live.
+
+Layout under ``{kb_root}/indexes/``::
+
+    CURRENT                      # the live generation id (one line)
+    gen_…/manifest.json          # written last: a generation without it is incomplete
+    gen_…/shard-000/hydration.parquet, dense.faiss, lexical/
+
+Index files are built in a local staging folder and then published: renamed into place on
+a local root, uploaded with fsspec on an object store. ``CURRENT`` is replaced atomically
+(temp file + ``os.replace`` locally; a single object PUT on object stores).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+from kb_ray.catalog.storage import is_local, join_uri, local_path, normalize_root
+from kb_ray.errors import KbRayError
+from kb_ray.index.manifest import MANIFEST_NAME, GenerationManifest
+
+logger = logging.getLogger(__name__)
+
+CURRENT_NAME = "CURRENT"
+
+
+class GenerationError(KbRayError):
+    """An index generation is missing, incomplete, or cannot be switched or dropped."""
+
+
+def indexes_uri(kb_root: str) -> str:
+    return join_uri(normalize_root(kb_root), "indexes")
+
+
+def generation_uri(kb_root: str, generation_id: str) -> str:
+    return join_uri(indexes_uri(kb_root), generation_id)
+
+
+def _fs(uri: str, storage_options: dict[str, str] | None):
+    import fsspec
+
+    return fsspec.core.url_to_fs(uri, **(storage_options or {}))
+
+
+def read_text_file(uri: str, storage_options: dict[str, str] | None = None) -> str | None:
+    if is_local(uri):
+        path = Path(local_path(uri))
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+    fs, path = _fs(uri, storage_options)
+    return fs.cat_file(path).decode("utf-8") if fs.exists(path) else None
+
+
+def read_current(kb_root: str, *, storage_options: dict[str, str] | None = None) -> str | None:
+    """The live generation id, or ``None`` when no generation was switched to yet."""
+    text = read_text_file(join_uri(indexes_uri(kb_root), CURRENT_NAME), storage_options)
+    if text is None:
+        return None
+    return text.strip() or None
+
+
+def load_manifest(kb_root: str, generation_id: str, *,
+                  storage_options: dict[str, str] | None = None) -> GenerationManifest:
+    uri = join_uri(generation_uri(kb_root, generation_id), MANIFEST_NAME)
+    text = read_text_file(uri, storage_options)
+    if text is None:
+        raise GenerationError(f"index generation {generation_id} has no manifest at {uri}: it was never "
+                              "built, was dropped, or its build did not finish; run build_index")
+    return GenerationManifest.from_json(text)
+
+
+def switch_generation(kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None) -> None:
+    """Make ``generation_id`` the live generation (atomic replace of ``CURRENT``)."""
+    load_manifest(kb_root, generation_id, storage_options=storage_options)  # refuse incomplete ones
+    uri = join_uri(indexes_uri(kb_root), CURRENT_NAME)
+    if is_local(uri):
+        _replace_local(Path(local_path(uri)), generation_id + "\n")
+    else:
+        fs, path = _fs(uri, storage_options)
+        fs.pipe_file(path, (generation_id + "\n").encode("utf-8"))
+    logger.info("switched live index generation to %s", generation_id)
+
+
+def _replace_local(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    os.replace(temp, path)
+
+
+def drop_generation(kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None) -> bool:
+    """Delete a generation's files; refuses the live one. False when nothing was there."""
+    if read_current(kb_root, storage_options=storage_options) == generation_id:
+        raise GenerationError(f"refusing to drop {generation_id}: it is the live generation; "
+                              "switch to another generation first")
+    uri = generation_uri(kb_root, generation_id)
+    if is_local(uri):
+        if not Path(local_path(uri)).exists():
+            return False
+        shutil.rmtree(local_path(uri))
+    else:
+        fs, path = _fs(uri, storage_options)
+        if not fs.exists(path):
+            return False
+        fs.rm(path, recursive=True)
+    logger.info("dropped index generation %s", generation_id)
+    return True
+
+
+def staging_dir(kb_root: str, generation_id: str) -> Path:
+    """A fresh local folder to build a generation in (beside the target when local)."""
+    if is_local(kb_root):
+        folder = Path(local_path(indexes_uri(kb_root))) / f".{generation_id}.staging-{uuid.uuid4().hex[:8]}"
+        folder.mkdir(parents=True)
+        return folder
+    return Path(tempfile.mkdtemp(prefix=f"{generation_id}-"))
+
+
+def publish(staged: Path, kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None) -> None:
+    """Move a fully built staging folder to its final place (manifest included)."""
+    target = generation_uri(kb_root, generation_id)
+    if is_local(target):
+        try:
+            os.replace(staged, local_path(target))
+        except OSError:  # a concurrent build of the same generation won; same content
+            shutil.rmtree(staged, ignore_errors=True)
+        return
+    fs, path = _fs(target, storage_options)
+    manifest = staged / MANIFEST_NAME
+    for file in sorted(p for p in staged.rglob("*") if p.is_file() and p != manifest):
+        fs.put_file(str(file), f"{path}/{file.relative_to(staged).as_posix()}")
+    fs.put_file(str(manifest), f"{path}/{MANIFEST_NAME}")  # completion marker last
+    shutil.rmtree(staged, ignore_errors=True)
+
+
+def local_generation_dir(kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None) -> Path:
+    """A local folder holding the generation's files (downloaded once for remote roots)."""
+    uri = generation_uri(kb_root, generation_id)
+    if is_local(uri):
+        return Path(local_path(uri))
+    cache = Path(tempfile.gettempdir()) / "kb_ray_index_cache" / generation_id
+    if not (cache / MANIFEST_NAME).is_file():
+        fs, path = _fs(uri, storage_options)
+        fs.get(path, str(cache), recursive=True)
+    return cache

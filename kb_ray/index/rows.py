@@ -1,0 +1,80 @@
+"""Reading what an index generation indexes: active chunks with their vectors.
+
+One DuckDB query over the catalog tables at named Delta versions joins active documents
+→ their active version's ``version_chunks`` → ``chunks`` → ``embeddings`` (for one
+embedder fingerprint). Rows come back sorted by ``chunk_id`` so a build is deterministic.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+from kb_ray.catalog import contract
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.errors import CatalogError
+
+_SCHEMAS = contract.schemas()
+REGION, SPAN, TIMESTAMP = _SCHEMAS.REGION, _SCHEMAS.SPAN, _SCHEMAS.TIMESTAMP
+INDEXED_TABLES = ("documents", "versions", "chunks", "version_chunks", "embeddings")
+
+HYDRATION_SCHEMA = pa.schema([
+    ("chunk_id", pa.string()), ("document_id", pa.string()), ("version_id", pa.string()),
+    ("title", pa.string()), ("uri", pa.string()), ("collection", pa.string()),
+    ("tags", pa.list_(pa.string())), ("mime", pa.string()), ("created_at", TIMESTAMP),
+    ("metadata_json", pa.string()), ("text", pa.string()), ("heading_path", pa.list_(pa.string())),
+    ("spans", pa.list_(SPAN)), ("pages", pa.list_(pa.int32())), ("regions", pa.list_(REGION)),
+    ("ordinal", pa.int32()),
+])
+
+_ACTIVE_CHUNKS = """
+    SELECT c.chunk_id, d.document_id, vc.version_id, coalesce(d.title, v.title) AS title, d.uri,
+           d.collection, d.tags, coalesce(d.mime, v.mime) AS mime, d.created_at, d.metadata_json,
+           c.text, c.heading_path, vc.spans, vc.pages, vc.regions, vc.ordinal, c.embed_text_sha
+    FROM documents d
+    JOIN versions v ON v.version_id = d.active_version_id
+    JOIN version_chunks vc ON vc.version_id = d.active_version_id
+    JOIN chunks c ON c.chunk_id = vc.chunk_id
+    WHERE d.active_version_id IS NOT NULL
+"""
+
+
+def open_session(catalog: DeltaCatalog, versions: dict[str, int]) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(":memory:")
+    for name in INDEXED_TABLES:
+        connection.register(name, catalog.dataset(name, version=versions[name]))
+    return connection
+
+
+def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str | None) -> str:
+    """The embedder whose vectors cover the active chunks (or check the one asked for)."""
+    rows = connection.execute(f"""
+        SELECT e.embedder_fp, count(*) AS n FROM ({_ACTIVE_CHUNKS}) a
+        JOIN embeddings e ON e.embed_text_sha = a.embed_text_sha
+        GROUP BY e.embedder_fp ORDER BY e.embedder_fp""").fetchall()
+    present = {fp: n for fp, n in rows}
+    if embedder_fp is not None:
+        if embedder_fp not in present and present:
+            raise CatalogError(f"no embeddings of embedder {embedder_fp} for the active chunks; "
+                               f"present: {sorted(present)}")
+        return embedder_fp
+    if len(present) > 1:
+        raise CatalogError(f"the catalog holds vectors of several embedders {sorted(present)}: pass "
+                           "embedder_fp= to build_index to say which one to index")
+    return next(iter(present), "")
+
+
+def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str) -> tuple[pa.Table, list]:
+    """Hydration rows (``HYDRATION_SCHEMA``) sorted by chunk_id, and their vectors."""
+    result = connection.sql(f"""
+        SELECT a.* EXCLUDE (embed_text_sha), e.vector FROM ({_ACTIVE_CHUNKS}) a
+        LEFT JOIN (SELECT * FROM embeddings WHERE embedder_fp = ?) e
+               ON e.embed_text_sha = a.embed_text_sha
+        ORDER BY a.chunk_id""", params=[embedder_fp]).to_arrow_table()
+    vectors = result.column("vector")
+    missing = vectors.null_count
+    if missing:
+        raise CatalogError(f"{missing} active chunks have no embedding from {embedder_fp}: finish or rerun "
+                           "the ingest (it embeds missing chunks) before building an index")
+    hydration = result.drop_columns(["vector"]).cast(HYDRATION_SCHEMA)
+    return hydration, vectors

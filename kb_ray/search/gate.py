@@ -1,0 +1,44 @@
+"""The hydration gate at query time: which versions are active in the catalog right now.
+
+An index generation is built from past table versions; documents may since have been
+tombstoned or superseded. ``ActivePointers`` reads ``documents.active_version_id`` from
+the latest catalog version, caching it for ``max_age_s`` seconds, so a hit is shown only
+while its version is still the document's active one (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kb_ray.catalog.delta import DeltaCatalog
+
+_tokens = itertools.count(1)
+
+
+class ActivePointers:
+    def __init__(self, catalog: DeltaCatalog, *, max_age_s: float = 2.0) -> None:
+        self.catalog = catalog
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._snapshot: tuple[int, float, pa.Array] | None = None
+
+    def snapshot(self) -> tuple[int, pa.Array]:
+        """``(token, active version ids)``; the token changes whenever the set is re-read."""
+        with self._lock:
+            if self._snapshot is None or time.monotonic() - self._snapshot[1] > self.max_age_s:
+                self._snapshot = (next(_tokens), time.monotonic(), self._read())
+            return self._snapshot[0], self._snapshot[2]
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._snapshot = None
+
+    def _read(self) -> pa.Array:
+        table = self.catalog.read("documents", columns=["active_version_id"],
+                                  filter=pc.field("active_version_id").is_valid())
+        return pc.unique(table.column("active_version_id")).cast(pa.string())

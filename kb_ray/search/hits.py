@@ -1,0 +1,45 @@
+"""Candidates gathered across shards, and hits hydrated from the hydration rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kb_ray.search.shard import SearchShard
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Where one chunk lives (shard, row) and its rank and score per stage."""
+
+    chunk_id: str
+    shard: int
+    row: int
+    ranks: dict[str, int | None] = field(default_factory=dict)
+    scores: dict[str, float | None] = field(default_factory=dict)
+
+
+def gather(per_shard: list[tuple[SearchShard, tuple]], n: int) -> list[tuple[str, float, int, int]]:
+    """Merge per-shard (rows, scores) into the best ``n`` (chunk_id, score, shard, row); ties by id."""
+    merged = [
+        (shard.chunk_ids[int(row)], float(score), shard.info.shard, int(row))
+        for shard, (rows, scores) in per_shard
+        for row, score in zip(rows, scores)
+    ]
+    merged.sort(key=lambda item: (-item[1], item[0]))
+    return merged[:n]
+
+
+def hydrate(candidate: Candidate, shard: SearchShard, *, score: float) -> dict[str, Any]:
+    """The hit dict the API returns; ``quote`` is the canonical text at the chunk's spans."""
+    row = shard.hydration.slice(candidate.row, 1).to_pylist()[0]
+    return {
+        "chunk_id": row["chunk_id"], "document_id": row["document_id"], "version_id": row["version_id"],
+        "title": row["title"], "uri": row["uri"], "collection": row["collection"], "mime": row["mime"],
+        "score": score, "ranks": dict(candidate.ranks), "scores": dict(candidate.scores),
+        "text": row["text"], "quote": row["text"],
+        "spans": [(span["start"], span["end"]) for span in row["spans"] or []],
+        "pages": list(row["pages"] or []),
+        "regions": [{"page": r["page"], "bbox": [r["x0"], r["y0"], r["x1"], r["y1"]]} for r in row["regions"] or []],
+        "heading_path": list(row["heading_path"] or []),
+    }

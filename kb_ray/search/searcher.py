@@ -1,0 +1,238 @@
+"""``HybridSearcher``: the in-process search core (no Ray, no HTTP).
+
+Per query: validate → compile filters and the hydration gate into one row mask per shard
+→ dense (FAISS) and lexical (BM25) top-n per shard with that mask applied before top-k →
+gather across shards → RRF → optional cross-encoder rerank → hydrate ``k`` hits. Because
+the gate (documents' current active versions, re-read every ``gate_max_age_s`` seconds)
+is part of the mask, tombstoned or superseded chunks never take a slot, and a query
+returns exactly ``k`` hits whenever at least ``k`` allowed chunks match.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.config import KbConfig
+from kb_ray.errors import KbRayError
+from kb_ray.index.generations import GenerationError, load_manifest, local_generation_dir, read_current
+from kb_ray.index.manifest import GenerationManifest
+from kb_ray.search.errors import SearchRequestError
+from kb_ray.search.filters import parse_filters
+from kb_ray.search.fusion import rrf
+from kb_ray.search.gate import ActivePointers
+from kb_ray.search.hits import Candidate, gather, hydrate
+from kb_ray.search.rerank import CrossEncoderReranker, Reranker
+from kb_ray.search.shard import SearchShard
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["dense", "lexical", "hybrid"]
+MODES = ("dense", "lexical", "hybrid")
+
+
+@dataclass
+class SearchResult:
+    hits: list[dict[str, Any]]
+    generation: str
+    mode: str
+    k: int
+    reranked: bool
+    timing_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hits": self.hits, "generation": self.generation, "mode": self.mode, "k": self.k,
+                "reranked": self.reranked, "timing_ms": self.timing_ms}
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    manifest: GenerationManifest
+    shards: list[SearchShard]
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._start = self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.ms[stage] = round((now - self._last) * 1000, 3)
+        self._last = now
+
+    def total(self) -> dict[str, float]:
+        return {**self.ms, "total": round((time.perf_counter() - self._start) * 1000, 3)}
+
+
+class HybridSearcher:
+    """Searches the live (or a pinned) index generation of one knowledge base."""
+
+    def __init__(self, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
+                 embedder: Any = None, gate_max_age_s: float = 2.0) -> None:
+        self.config = config
+        self.pinned = generation_id
+        self.catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+        self.gate = ActivePointers(self.catalog, max_age_s=gate_max_age_s)
+        self.reranker = reranker
+        self._embedder = embedder
+        self._lock = threading.Lock()
+        self._loaded = self._load(generation_id or self._current())
+
+    @classmethod
+    def open(cls, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
+             embedder: Any = None, gate_max_age_s: float = 2.0) -> HybridSearcher:
+        """Load the live generation (or ``generation_id``); a reranker comes from config if set."""
+        if reranker is None and config.search.rerank_model_path:
+            reranker = CrossEncoderReranker(config.search.rerank_model_path)
+        return cls(config, generation_id=generation_id, reranker=reranker, embedder=embedder,
+                   gate_max_age_s=gate_max_age_s)
+
+    @property
+    def generation(self) -> str:
+        return self._loaded.manifest.generation_id
+
+    def refresh(self) -> bool:
+        """Follow ``CURRENT``: load and switch to a new live generation; True if switched."""
+        if self.pinned is not None:
+            return False
+        current = self._current()
+        with self._lock:
+            if current == self.generation:
+                return False
+            self._loaded = self._load(current)
+        logger.info("search switched to generation %s", current)
+        return True
+
+    def _current(self) -> str:
+        current = read_current(self.config.kb_root, storage_options=self.config.storage_options)
+        if current is None:
+            raise GenerationError(f"no live index generation under {self.config.kb_root}: run build_index first")
+        return current
+
+    def _load(self, generation_id: str) -> _Loaded:
+        options = self.config.storage_options
+        manifest = load_manifest(self.config.kb_root, generation_id, storage_options=options)
+        folder = local_generation_dir(self.config.kb_root, generation_id, storage_options=options)
+        shards = [SearchShard.load(folder, info, manifest.lexical_type) for info in manifest.shards]
+        logger.info("loaded generation %s (%d chunks, %d shards)", generation_id, manifest.rows, len(shards))
+        return _Loaded(manifest, shards)
+
+    # -- searching ---------------------------------------------------------------------
+
+    def search(self, query: str = "", *, k: int | None = None, mode: Mode = "hybrid",
+               filters: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,
+               rerank: bool | None = None) -> SearchResult:
+        """Top ``k`` hits with citations; ``rerank=None`` reranks when a reranker is set."""
+        loaded, timer = self._loaded, _Timer()
+        k = self._validate(query, k=k, mode=mode, query_vector=query_vector, manifest=loaded.manifest)
+        masks = self._masks(loaded, filters)
+        timer.lap("filter")
+        do_rerank = self.reranker is not None and rerank is not False
+        if rerank and self.reranker is None:
+            raise SearchRequestError("rerank was requested but no reranker is configured (search.rerank_model_path)")
+        n = max(self.config.search.candidates, k, self.config.search.rerank_candidates if do_rerank else 0)
+        ranked = self._retrieve(loaded, query, mode=mode, n=n, masks=masks, query_vector=query_vector, timer=timer)
+        candidates = self._fuse(ranked)
+        timer.lap("fuse")
+        if do_rerank:
+            candidates = self._rerank(query, candidates, loaded)
+            timer.lap("rerank")
+        hits = [hydrate(c, loaded.shards[c.shard], score=self._final_score(c, do_rerank)) for c in candidates[:k]]
+        timer.lap("hydrate")
+        return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
+                            reranked=do_rerank, timing_ms=timer.total())
+
+    def _validate(self, query: str, *, k: int | None, mode: str, query_vector: np.ndarray | None,
+                  manifest: GenerationManifest) -> int:
+        if mode not in MODES:
+            raise SearchRequestError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+        needs_text = mode != "dense" or query_vector is None
+        if not isinstance(query, str) or (needs_text and not query.strip()):
+            raise SearchRequestError("the query is empty: pass a non-empty query string"
+                                     + (" (or a query_vector in dense mode)" if mode == "dense" else ""))
+        k = self.config.search.default_k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.config.search.max_k:
+            raise SearchRequestError(f"k must be an integer between 1 and {self.config.search.max_k}, got {k!r}")
+        if query_vector is not None and np.asarray(query_vector).reshape(-1).shape[0] != manifest.dim:
+            raise SearchRequestError(f"query_vector has {np.asarray(query_vector).size} dimensions; "
+                                     f"generation {manifest.generation_id} has {manifest.dim}")
+        return k
+
+    def _masks(self, loaded: _Loaded, filters: dict[str, Any] | None) -> list[np.ndarray]:
+        search_filter = parse_filters(filters, filterable_metadata=self.config.index.filterable_metadata)
+        token, active = self.gate.snapshot()
+        return [shard.mask(search_filter, gate_token=token, active_versions=active) for shard in loaded.shards]
+
+    def _retrieve(self, loaded: _Loaded, query: str, *, mode: str, n: int, masks: list[np.ndarray],
+                  query_vector: np.ndarray | None, timer: _Timer) -> dict[str, list]:
+        ranked: dict[str, list] = {}
+        if mode in ("dense", "hybrid"):
+            vector = self._query_vector(query, query_vector, loaded.manifest)
+            timer.lap("embed")
+            per_shard = [(s, s.dense(vector, n, m)) for s, m in zip(loaded.shards, masks)]
+            ranked["dense"] = gather(per_shard, n)
+            timer.lap("dense")
+        if mode in ("lexical", "hybrid"):
+            per_shard = [(s, s.lexical(query, n, m)) for s, m in zip(loaded.shards, masks)]
+            ranked["lexical"] = gather(per_shard, n)
+            timer.lap("lexical")
+        return ranked
+
+    def _query_vector(self, query: str, given: np.ndarray | None, manifest: GenerationManifest) -> np.ndarray:
+        if given is not None:
+            return np.asarray(given, dtype=np.float32).reshape(-1)
+        embedder = self._get_embedder()
+        if embedder.fingerprint != manifest.embedder_fp:
+            raise KbRayError(f"generation {manifest.generation_id} was built with embedder {manifest.embedder_fp} "
+                             f"but the configured embedder is {embedder.fingerprint}: rebuild the index or "
+                             "restore the embedding settings")
+        return embedder.embed_query(query)
+
+    def _get_embedder(self) -> Any:
+        if self._embedder is None:
+            from kb_ray.embedding.text import TextEmbedder
+
+            e = self.config.embedding
+            self._embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=e.device,
+                                          normalize=e.normalize, num_threads=e.num_threads)
+        return self._embedder
+
+    def _fuse(self, ranked: dict[str, list]) -> list[Candidate]:
+        where = {cid: (shard, row) for items in ranked.values() for cid, _, shard, row in items}
+        fused = rrf({name: [item[0] for item in items] for name, items in ranked.items()},
+                    k=self.config.search.rrf_k, weights=self.config.search.weights)
+        positions = {name: {item[0]: (rank, item[1]) for rank, item in enumerate(items, 1)}
+                     for name, items in ranked.items()}
+        candidates = []
+        for fused_rank, (cid, score) in enumerate(fused, 1):
+            ranks: dict[str, int | None] = {"dense": None, "lexical": None, "fused": fused_rank, "rerank": None}
+            scores: dict[str, float | None] = {"dense": None, "lexical": None, "fused": score, "rerank": None}
+            for name, found in positions.items():
+                if cid in found:
+                    ranks[name], scores[name] = found[cid]
+            candidates.append(Candidate(cid, *where[cid], ranks=ranks, scores=scores))
+        return candidates
+
+    def _rerank(self, query: str, candidates: list[Candidate], loaded: _Loaded) -> list[Candidate]:
+        head = candidates[: self.config.search.rerank_candidates]
+        texts = [loaded.shards[c.shard].hydration.column("text")[c.row].as_py() for c in head]
+        scores = self.reranker.score(query, texts)
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].ranks["fused"]))
+        reranked = []
+        for rank, i in enumerate(order, 1):
+            candidate = head[i]
+            candidate.ranks["rerank"], candidate.scores["rerank"] = rank, scores[i]
+            reranked.append(candidate)
+        return reranked + candidates[len(head):]
+
+    @staticmethod
+    def _final_score(candidate: Candidate, reranked: bool) -> float:
+        rerank_score = candidate.scores.get("rerank")
+        return float(rerank_score) if reranked and rerank_score is not None else float(candidate.scores["fused"])

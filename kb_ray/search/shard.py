@@ -1,0 +1,85 @@
+"""``SearchShard``: one loaded shard (hydration rows, FAISS index, BM25 index) and its masks."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kb_ray.index.dense import FaissShard
+from kb_ray.index.lexical import lexical_index_class
+from kb_ray.index.manifest import ShardInfo
+from kb_ray.search.filters import SearchFilter, metadata_column
+
+logger = logging.getLogger(__name__)
+
+Rows = tuple[np.ndarray, np.ndarray]
+
+
+class SearchShard:
+    """Searches one shard; every search takes a row mask applied before top-k."""
+
+    def __init__(self, info: ShardInfo, hydration: pa.Table, dense: FaissShard | None, lexical: Any) -> None:
+        self.info = info
+        self.hydration = hydration
+        self.dense_index = dense
+        self.lexical_index = lexical
+        self.chunk_ids: list[str] = hydration.column("chunk_id").to_pylist()
+        self._metadata: dict[str, list[Any]] = {}
+        self._gate: tuple[int, np.ndarray] | None = None
+
+    @classmethod
+    def load(cls, generation_dir: Path, info: ShardInfo, lexical_type: str) -> SearchShard:
+        folder = generation_dir / info.dir
+        hydration = pq.read_table(folder / info.hydration)
+        if info.rows == 0:
+            return cls(info, hydration, None, None)
+        dense = FaissShard.load(folder / info.dense, info.dense_type)
+        lexical = lexical_index_class(lexical_type).load(folder / info.lexical)
+        return cls(info, hydration, dense, lexical)
+
+    @property
+    def rows(self) -> int:
+        return self.hydration.num_rows
+
+    def metadata_values(self, name: str) -> list[Any]:
+        if name not in self._metadata:
+            self._metadata[name] = metadata_column(self.hydration.column("metadata_json").to_pylist(), name)
+        return self._metadata[name]
+
+    def mask(self, search_filter: SearchFilter, *, gate_token: int, active_versions: pa.Array) -> np.ndarray:
+        """Rows allowed by the filter AND the hydration gate (document's active version)."""
+        mask = self.gate_mask(gate_token, active_versions)
+        if not search_filter.is_empty:
+            mask = mask & search_filter.mask(self.hydration, self.metadata_values)
+        return mask
+
+    def gate_mask(self, token: int, active_versions: pa.Array) -> np.ndarray:
+        """Rows whose version is still its document's active version (cached per snapshot).
+
+        A version id belongs to exactly one document, so "version_id is an active version"
+        equals "the document's active pointer names this version".
+        """
+        if self._gate is None or self._gate[0] != token:
+            active = pc.is_in(self.hydration.column("version_id"), value_set=active_versions)
+            self._gate = (token, pc.fill_null(active, False).to_numpy(zero_copy_only=False).astype(bool))
+        return self._gate[1]
+
+    def dense(self, query_vector: np.ndarray, k: int, mask: np.ndarray) -> Rows:
+        if self.dense_index is None or not mask.any():
+            return _empty()
+        return self.dense_index.search(query_vector, k, None if mask.all() else mask)
+
+    def lexical(self, query: str, k: int, mask: np.ndarray) -> Rows:
+        if self.lexical_index is None or not mask.any():
+            return _empty()
+        return self.lexical_index.search(query, k, None if mask.all() else mask)
+
+
+def _empty() -> Rows:
+    return np.empty(0, np.int64), np.empty(0, np.float32)

@@ -1,0 +1,29 @@
+"""Shared fixtures: one local Ray instance per test session, offline model hubs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+GOLDEN_SOURCES = REPO_ROOT / "golden" / "sources"
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A small local Ray instance shared by every test that needs one; shut down at the end.
+
+    Code under test calls ``start_ray``, which reuses an initialized instance."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}})
+    yield ray
+    ray.shutdown()

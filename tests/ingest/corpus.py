@@ -1,0 +1,59 @@
+"""Small corpora the ingest tests write into tmp dirs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.conftest import GOLDEN_SOURCES
+
+SECTIONS = [
+    ("Intake", "The intake screen must be cleaned every week. Debris reduces flow by up to 30 percent."),
+    ("Seals", "Replace the shaft seal AF-SK-118 every 4000 hours. Use only the supplied lubricant."),
+    ("Motor", "The motor is rated at 2.2 kW. It trips when the winding exceeds 130 degrees Celsius."),
+    ("Storage", "Drain the pump before storage below freezing. Store it upright in a dry room."),
+]
+
+
+def make_pdf(path: Path, sections: list[tuple[str, str]], *, title: str = "Pump care", author: str = "kb") -> Path:
+    """A born-digital PDF with one page per section, each a heading and a few paragraphs."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path), pagesize=A4, invariant=1)
+    pdf.setTitle(title)
+    pdf.setAuthor(author)
+    for heading, body in sections:
+        pdf.setFont("Helvetica-Bold", 16)
+        pdf.drawString(72, 760, heading)
+        pdf.setFont("Helvetica", 10)
+        y = 730
+        for sentence in body.split(". "):
+            pdf.drawString(72, y, sentence.strip().rstrip(".") + ".")
+            y -= 14
+        pdf.showPage()
+    pdf.save()
+    return path
+
+
+def small_corpus(root: Path) -> Path:
+    """Two golden text files, one golden markdown file and a generated 4-page PDF."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("notes.txt", "vietnamese.txt", "guide.md"):
+        shutil.copy(GOLDEN_SOURCES / name, root / name)
+    make_pdf(root / "pump.pdf", SECTIONS)
+    return root
+
+
+def hostile_files(root: Path) -> dict[str, str]:
+    """Bad inputs and the failure reason each must be recorded with."""
+    root.mkdir(parents=True, exist_ok=True)
+    manual = (GOLDEN_SOURCES / "manual.pdf").read_bytes()
+    (root / "truncated.pdf").write_bytes(manual[: len(manual) // 3])
+    (root / "empty.txt").write_bytes(b"")
+    (root / "image.pdf").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    (root / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (root / "big.pdf").write_bytes((GOLDEN_SOURCES / "long_report.pdf").read_bytes())
+    (root / "data.bin").write_bytes(bytes(range(256)))
+    return {"truncated.pdf": "corrupt", "empty.txt": "empty", "image.pdf": "corrupt",
+            "latin1.txt": "invalid_encoding", "big.pdf": "too_many_pages", "data.bin": "unsupported_type"}

@@ -1,0 +1,137 @@
+"""Ingest on a real local Ray instance into real Delta tables, checked with real DuckDB."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+
+import pytest
+
+from kb_ray.catalog.purge import purge
+from kb_ray.catalog.sql import run_query
+from kb_ray.catalog.verify import verify_catalog
+from kb_ray.ingest.run import run_ingest
+from tests.conftest import GOLDEN_SOURCES
+from tests.ingest.corpus import SECTIONS, hostile_files, make_pdf, small_corpus
+from tests.ingest.helpers import catalog, ingest_config, log_rows, state
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def test_golden_ingest_then_unchanged_reingest(tmp_path):
+    config = ingest_config(tmp_path / "kb", [GOLDEN_SOURCES], "ingest.micro_batch_docs=5")
+    first = run_ingest(config)
+    golden_files = len(list(GOLDEN_SOURCES.iterdir()))
+    assert first.documents["seen"] == first.documents["new"] == golden_files
+    assert first.documents["failed"] == 0 and first.micro_batches >= 3
+    per_batch = Counter(row["batch"] for row in log_rows(tmp_path / "kb", first.run_id))
+    assert len(per_batch) == first.micro_batches and max(per_batch.values()) <= 5
+    assert first.chunks["new"] == first.embeddings["computed"] > golden_files
+    assert verify_catalog(catalog(tmp_path / "kb")).ok(strict=True)
+    versions_before = catalog(tmp_path / "kb").read("versions").num_rows
+
+    second = run_ingest(config)
+    assert second.parses == 0 and second.embeddings["computed"] == 0
+    assert second.documents["unchanged"] == golden_files
+    assert catalog(tmp_path / "kb").read("versions").num_rows == versions_before
+    assert len(log_rows(tmp_path / "kb", second.run_id)) == golden_files
+
+
+def test_editing_one_paragraph_embeds_only_the_changed_chunks(tmp_path):
+    corpus = small_corpus(tmp_path / "src")
+    config = ingest_config(tmp_path / "kb", [corpus])
+    run_ingest(config)
+    edited = list(SECTIONS)
+    edited[2] = ("Motor", "The motor is rated at 3.0 kW. It trips when the winding exceeds 140 degrees Celsius.")
+    make_pdf(corpus / "pump.pdf", edited)
+    report = run_ingest(config)
+    assert report.documents["changed"] == 1 and report.parses == 1
+    assert 1 <= report.embeddings["computed"] == report.chunks["new"] <= 3
+    assert report.chunks["reused"] >= 3
+    assert verify_catalog(catalog(tmp_path / "kb")).ok()
+
+
+def test_new_bytes_with_the_same_text_make_a_version_but_no_chunks(tmp_path):
+    corpus = small_corpus(tmp_path / "src")
+    config = ingest_config(tmp_path / "kb", [corpus])
+    run_ingest(config)
+    make_pdf(corpus / "pump.pdf", SECTIONS, author="someone else")  # new bytes, same text
+    report = run_ingest(config)
+    assert report.documents["changed"] == 1
+    assert report.chunks["new"] == 0 and report.embeddings["computed"] == 0 and report.chunks["reused"] == 4
+    versions = catalog(tmp_path / "kb").read("versions").to_pylist()
+    pump = [v for v in versions if v["title"] == "Pump care" or "pump" in (v["canonical_text"] or "").lower()[:200]]
+    assert len({v["raw_sha"] for v in pump}) == 2 and len({v["text_sha"] for v in pump}) == 1
+
+
+def test_full_sync_tombstones_vanished_sources_and_purge_leaves_no_residue(tmp_path):
+    corpus = small_corpus(tmp_path / "src")
+    config = ingest_config(tmp_path / "kb", [corpus], "ingest.sync=full")
+    run_ingest(config)
+    (corpus / "notes.txt").unlink()
+    report = run_ingest(config)
+    assert report.documents["deleted"] == 1
+    visible = run_query(catalog(tmp_path / "kb"), "SELECT count(*) AS n FROM active_chunks WHERE text LIKE '%garden%'")
+    assert visible.column("n")[0].as_py() == 0
+    before = verify_catalog(catalog(tmp_path / "kb"))
+    assert before.ok() and before.residue["tombstoned_documents"] == 1
+    purged = purge(catalog(tmp_path / "kb"))
+    assert purged.documents == 1 and purged.deleted_rows["chunks"] > 0
+    after = verify_catalog(catalog(tmp_path / "kb"))
+    assert after.ok(strict=True), after.render()
+
+
+def test_incremental_sync_keeps_vanished_documents(tmp_path):
+    corpus = small_corpus(tmp_path / "src")
+    config = ingest_config(tmp_path / "kb", [corpus])
+    run_ingest(config)
+    (corpus / "notes.txt").unlink()
+    assert run_ingest(config).documents["deleted"] == 0
+    assert run_query(catalog(tmp_path / "kb"), "SELECT count(*) AS n FROM active_documents").column("n")[0].as_py() == 4
+
+
+def test_a_crash_between_micro_batches_resumes_without_duplicates(tmp_path):
+    corpus = small_corpus(tmp_path / "src")
+    clean = ingest_config(tmp_path / "clean", [corpus])
+    run_ingest(clean)
+    crashing = ingest_config(tmp_path / "kb", [corpus])
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run_ingest(crashing, fail_after_batches=1)
+    partial = state(tmp_path / "kb")
+    assert 0 < len(partial["documents"]) < 4
+    resumed = run_ingest(crashing)
+    assert resumed.documents["unchanged"] == len(partial["documents"])
+    assert state(tmp_path / "kb") == state(tmp_path / "clean")
+    assert verify_catalog(catalog(tmp_path / "kb")).ok(strict=True)
+
+
+def test_hostile_files_fail_with_reasons_and_good_ones_commit(tmp_path):
+    corpus = small_corpus(tmp_path / "src")
+    expected = hostile_files(corpus / "bad")
+    config = ingest_config(tmp_path / "kb", [corpus], "parse.max_pages=5")
+    report = run_ingest(config)
+    assert report.documents["failed"] == len(expected) and report.documents["new"] == 4
+    assert report.status == "failed_documents"
+    reasons = {row["uri"].rsplit("/", 1)[-1]: row["error"] for row in log_rows(tmp_path / "kb", report.run_id)
+               if row["action"] == "failed"}
+    assert {name: error.split(":")[0] for name, error in reasons.items()} == expected
+    assert verify_catalog(catalog(tmp_path / "kb")).ok()
+    again = run_ingest(config)
+    assert again.parses == 0 and again.documents["failed"] == len(expected)
+
+
+def test_a_different_embedder_is_refused_unless_switching(tmp_path):
+    from kb_ray.embedding.tiny import build_tiny_text_model
+    from kb_ray.errors import CatalogError
+
+    corpus = tmp_path / "src"
+    corpus.mkdir()
+    shutil.copy(GOLDEN_SOURCES / "notes.txt", corpus / "notes.txt")
+    run_ingest(ingest_config(tmp_path / "kb", [corpus]))
+    tiny = build_tiny_text_model(tmp_path / "tiny")
+    switched = ingest_config(tmp_path / "kb", [corpus], f"embedding.model_path={tiny}", "embedding.model_id=tiny")
+    with pytest.raises(CatalogError, match="another embedder"):
+        run_ingest(switched)
+    switched.embedding.allow_model_switch = True
+    report = run_ingest(switched)
+    assert report.parses == 0 and report.documents["unchanged"] == 1
