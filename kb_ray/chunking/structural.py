@@ -118,6 +118,7 @@ def _units(canonical: str, elements: list[Element]) -> list[_Unit]:
         if element.span is None:
             continue
         start, end = element.span
+        start = canonical.rfind("\n", 0, start) + 1  # from the line start: "# " and "- " markup is kept
         if element.kind in ("title", "heading"):
             pending_start = start if pending_start is None else pending_start
             last_heading = element

@@ -21,7 +21,7 @@ def test_token_counter_counts_words_and_punctuation():
 def test_heading_starts_its_section_chunk_and_paths_are_recorded():
     _, chunks = chunk([Block("title", "Manual"), Block("heading", "Install", level=1), Block("paragraph", "Mount it."),
                        Block("heading", "Care", level=1), Block("paragraph", "Oil it.")])
-    assert [c.text for c in chunks] == ["Manual\n\n# Install\n\nMount it.", "Care\n\nOil it."]
+    assert [c.text for c in chunks] == ["# Manual\n\n# Install\n\nMount it.", "# Care\n\nOil it."]
     assert [c.chunk.heading_path for c in chunks] == [("Manual", "Install"), ("Manual", "Care")]
 
 
