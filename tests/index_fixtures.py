@@ -61,15 +61,10 @@ def golden_config(kb_root: str | Path, *overrides: str) -> KbConfig:
 def ingest_golden_once(base: Path) -> str:
     """Ingest golden/sources into ``base/golden_kb`` once per process; return kb_root."""
     if "root" not in _GOLDEN:
-        import ray
-
         from kb_ray.ingest.run import run_ingest
 
         root = base / "golden_kb"
-        try:
-            report = run_ingest(golden_config(root))
-        finally:
-            ray.shutdown()
+        report = run_ingest(golden_config(root))  # on the session's Ray instance (tests/conftest.py)
         assert report.status == "succeeded", report.to_dict()
         _GOLDEN["root"] = str(root)
     return _GOLDEN["root"]
@@ -82,7 +77,7 @@ def copy_kb(kb_root: str, destination: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def golden_kb(tmp_path_factory) -> str:
+def golden_kb(tmp_path_factory, ray_session) -> str:
     """kb_root of the golden catalog; treat it as read-only (use copy_kb to change it)."""
     return ingest_golden_once(tmp_path_factory.getbasetemp())
 
@@ -91,7 +86,7 @@ def golden_kb(tmp_path_factory) -> str:
 def text_embedder():
     from kb_ray.embedding.text import TextEmbedder
 
-    return TextEmbedder(num_threads=None)
+    return TextEmbedder(num_threads=1)
 
 
 # -- synthetic catalogs --------------------------------------------------------------------

@@ -4,7 +4,8 @@ Walks a ``DoclingDocument`` tree (body and furniture layers) and emits :class:`B
 values; the document type never leaves this module and :mod:`docling_formats`.
 
 Docling specifics handled here:
-  * inline groups (a paragraph with bold or a link is several text items) become one block;
+  * inline groups (a paragraph with bold or a link is several text items) become one block,
+    parts joined by a space except next to punctuation; inline code keeps its backticks;
   * a list item's text may sit in child inline groups; nesting depth comes from list groups;
   * captions are emitted right after their table or figure, and only once;
   * several title items (Markdown ``#`` sections, one title per slide) become level-1
@@ -15,6 +16,7 @@ Docling specifics handled here:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
@@ -47,6 +49,8 @@ _TEXT_KINDS = {
     DocItemLabel.FORMULA: "formula",
 }
 FIGURE_PLACEHOLDER = "[figure]"
+_CLOSING = tuple(".,;:!?)]}”’…")
+_OPENING = tuple("([{“‘")
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ class _BlockMapper:
     def _list_item(self, item: ListItem, ctx: _Context) -> None:
         own, nested = _split_list_children(self.doc, item)
         parts = [item.text.strip()] + [_inline_text(self.doc, part) for part in own]
-        text = " ".join(part for part in parts if part)
+        text = join_inline(parts)
         kind = self._kind_for(item, ctx, "list_item")
         if kind == "list_item":
             marker = {"marker": _list_marker(self.doc, item)}
@@ -229,10 +233,32 @@ def _captions_of(doc: DoclingDocument, item: TableItem | PictureItem) -> list[Te
 
 
 def _inline_text(doc: DoclingDocument, node: NodeItem) -> str:
-    """The text of an item and its descendants, joined by spaces."""
+    """The text of an item and its descendants, joined as running text."""
     own = node.text.strip() if isinstance(node, TextItem) else ""
+    if own and isinstance(node, CodeItem) and "\n" not in own:
+        own = _code_span(own)  # inside an inline group: inline code, not a code block
     parts = [own] + [_inline_text(doc, child) for child in _children(doc, node)]
-    return " ".join(part for part in parts if part)
+    return join_inline(parts)
+
+
+def join_inline(parts: list[str]) -> str:
+    """Join inline parts (Docling strips their edges) with single spaces, but none before
+    closing punctuation, after an opening bracket, or inside a pair of straight quotes."""
+    joined = ""
+    for part in (p for p in parts if p):
+        quote_open = joined.count('"') % 2 == 1
+        tight = part.startswith(_CLOSING) or joined.endswith(_OPENING) or (
+            quote_open and (joined.endswith('"') or part.startswith('"')))
+        joined = joined + part if tight or not joined else f"{joined} {part}"
+    return joined
+
+
+def _code_span(code: str) -> str:
+    """Markdown inline code: backticks, more of them when the code holds one."""
+    if "`" not in code:
+        return f"`{code}`"
+    fence = "`" * (max(len(run) for run in re.findall(r"`+", code)) + 1)
+    return f"{fence} {code} {fence}"
 
 
 def _split_list_children(doc: DoclingDocument, item: ListItem) -> tuple[list[NodeItem], list[NodeItem]]:

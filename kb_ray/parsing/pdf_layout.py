@@ -10,7 +10,11 @@ they hold across documents:
   ``GUTTER_CROSSING_SHARE`` of the narrow lines cross, with column-like text on both sides;
 * consecutive lines of a flow join into one block while the baseline pitch stays within
   the document's usual line pitch, the font size class and boldness stay the same and
-  the lines overlap horizontally.
+  the lines overlap horizontally;
+* an embedded image is a *figure line* (``Line.figure`` set): it takes part in reading
+  order by its top edge within its column but never joins text;
+* a paragraph continues across a page or column break when it does not end a sentence
+  and the next one starts in lowercase or its last line runs to the column's edge.
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ GUTTER_BIN = 2.0
 GUTTER_MIN_WIDTH = 4.0
 GUTTER_CROSSING_SHARE = 0.05
 FURNITURE_ZONE = 0.08
+FULL_LINE_SLACK = 0.12
+FIGURE_TEXT = "[figure]"
 
 LIST_MARKER = re.compile(r"^(?P<marker>[•\-–—*▪◦●■‣·]|\(?\d{1,3}[.)]|\(?[a-z][.)])\s+(?=\S)")
 CAPTION_START = re.compile(r"^(?:figure|fig\.|table)\s*\d+[a-z]?(?:\.\d+)*\s*(?:[.:|—–-]|$)", re.I)
+_SENTENCE_END = re.compile(r"[.!?:;][\"'”’)\]]*$")
+_SENTENCE_INSIDE = re.compile(r"[.!?][\"'”’)\]]*\s+\S")
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?[-–—\s]*$", re.I)
 
 
@@ -60,10 +68,18 @@ class Line:
     size: float
     bold: bool = False
     cells: int = 1  # > 1: segments of a table-like row joined by merge_row_segments
+    figure: int | None = None  # set: a placeholder for the page's image with this index
 
     @property
     def width(self) -> float:
         return self.x1 - self.x0
+
+
+def figure_line(index: int, box: tuple[float, float, float, float]) -> Line:
+    """A placeholder line for an image; its top edge serves as baseline, so it sorts
+    after text above the image and before text below it."""
+    x0, top, x1, bottom = box
+    return Line(FIGURE_TEXT, x0, top, x1, bottom, baseline=top, size=0.0, figure=index)
 
 
 @dataclass
@@ -80,6 +96,10 @@ class LineGroup:
     @property
     def bold(self) -> bool:
         return all(line.bold for line in self.lines)
+
+    @property
+    def figure(self) -> int | None:
+        return self.lines[0].figure
 
     @property
     def box(self) -> tuple[float, float, float, float]:
@@ -188,8 +208,9 @@ def _zone(line: Line, height: float) -> str:
 
 
 def reading_order(lines: list[Line], depth: int = 0) -> list[list[Line]]:
-    """Split lines into flows (column pieces and full-width runs) in reading order."""
-    gutter = find_gutter(lines) if depth < 3 else None
+    """Split lines into flows (column pieces and full-width runs) in reading order;
+    figure lines follow the column they sit in but take no part in finding gutters."""
+    gutter = find_gutter([l for l in lines if l.figure is None]) if depth < 3 else None
     if gutter is None:
         return [merge_row_segments(lines)] if lines else []
     left_edge, right_edge = gutter
@@ -268,7 +289,8 @@ def merge_row_segments(lines: list[Line]) -> list[Line]:
     merged: list[Line] = []
     for line in sorted(lines, key=lambda l: (round(l.baseline), l.x0)):
         prev = merged[-1] if merged else None
-        if prev and abs(line.baseline - prev.baseline) <= 0.3 * prev.size and line.x0 >= prev.x1:
+        text_pair = prev is not None and prev.figure is None and line.figure is None
+        if prev and text_pair and abs(line.baseline - prev.baseline) <= 0.3 * prev.size and line.x0 >= prev.x1:
             merged[-1] = Line(
                 text=f"{prev.text} {line.text}", x0=prev.x0, top=min(prev.top, line.top),
                 x1=line.x1, bottom=max(prev.bottom, line.bottom), baseline=prev.baseline,
@@ -287,7 +309,8 @@ def typical_pitch(flows: list[list[Line]]) -> float:
     ratios = sorted(
         (b.baseline - a.baseline) / a.size
         for flow in flows for a, b in zip(flow, flow[1:])
-        if same_size_class(a.size, b.size) and 0.9 <= (b.baseline - a.baseline) / a.size <= 3.0
+        if a.figure is None and b.figure is None and same_size_class(a.size, b.size)
+        and 0.9 <= (b.baseline - a.baseline) / a.size <= 3.0
     )
     if not ratios:
         return 1.2
@@ -295,9 +318,12 @@ def typical_pitch(flows: list[list[Line]]) -> float:
 
 
 def group_blocks(flow: list[Line], pitch: float) -> list[LineGroup]:
-    """Join consecutive lines of one flow into blocks."""
+    """Join consecutive lines of one flow into blocks; a figure line is a block of its own."""
     groups: list[LineGroup] = []
     for line in flow:
+        if line.figure is not None:
+            groups.append(LineGroup([line]))
+            continue
         marker = LIST_MARKER.match(line.text)
         group = groups[-1] if groups else None
         if group and not marker and not CAPTION_START.match(line.text) and _joins(group, line, pitch):
@@ -309,6 +335,8 @@ def group_blocks(flow: list[Line], pitch: float) -> list[LineGroup]:
 
 def _joins(group: LineGroup, line: Line, pitch: float) -> bool:
     prev = group.lines[-1]
+    if prev.figure is not None:
+        return False
     if not same_size_class(prev.size, line.size) or prev.bold != line.bold:
         return False
     if (prev.cells > 1) != (line.cells > 1):  # table rows do not run into prose
@@ -318,6 +346,30 @@ def _joins(group: LineGroup, line: Line, pitch: float) -> bool:
     if group.marker is not None and line.x0 < group.lines[0].x0 + 0.5 * line.size:
         return False
     return line.x0 < max(l.x1 for l in group.lines) and line.x1 > min(l.x0 for l in group.lines)
+
+
+def text_edge(flow: list[Line]) -> float:
+    """The right edge of a flow's running text (table rows and figures left out)."""
+    return max((l.x1 for l in flow if l.figure is None and l.cells == 1), default=0.0)
+
+
+def runs_to_edge(group: LineGroup, edge: float) -> bool:
+    """Whether the group's last line reaches the column's right edge, as a line that
+    wrapped does (a paragraph's own last line is usually shorter)."""
+    last = group.lines[-1]
+    return last.x1 >= edge - FULL_LINE_SLACK * (edge - group.box[0])
+
+
+def continues_paragraph(text: str, following: str, *, open_end: bool) -> bool:
+    """Whether ``following`` (after a page or column break) carries on ``text``.
+
+    ``text`` must not end a sentence. Then a lowercase start continues it; any other
+    start only when ``text`` is prose (it ends a sentence somewhere inside) whose last
+    line runs to the column edge, i.e. was cut short by the break, not by its end.
+    """
+    if not text or not following or _SENTENCE_END.search(text):
+        return False
+    return following[0].islower() or (open_end and bool(_SENTENCE_INSIDE.search(text)))
 
 
 def is_page_number(text: str) -> bool:

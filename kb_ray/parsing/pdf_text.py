@@ -1,5 +1,9 @@
 """Born-digital PDFs through pypdfium2's text layer: character boxes → blocks.
 
+Embedded images larger than ``FIGURE_MIN_AREA`` of the page become ``figure`` blocks
+(vector drawings do not); a paragraph cut by a page or column break is joined back into
+one block whose ``extra_regions`` hold the continuation's place.
+
 pdfium is not thread-safe (two threads opening pages at once crashed the process), so
 every pdfium call runs under one process-wide lock and every page, text page and
 document is closed before the lock is released. Layout (lines, columns, blocks) is pure
@@ -9,27 +13,32 @@ Python in :mod:`kb_ray.parsing.pdf_layout` and runs outside the lock.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
 import re
 import threading
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from kb_ray.errors import ParseError
 from kb_ray.parsing.base import Parser, ParseLimits
-from kb_ray.parsing.blocks import Block, PageInfo, ParseResult, normalize_bbox
+from kb_ray.parsing.blocks import FURNITURE_KINDS, Block, PageInfo, ParseResult, normalize_bbox
 from kb_ray.parsing.pdf_layout import (
-    CAPTION_START, LIST_MARKER, Char, Line, LineGroup, build_lines, find_furniture,
-    group_blocks, reading_order, same_size_class, typical_pitch,
+    CAPTION_START, LIST_MARKER, Char, Line, LineGroup, build_lines, continues_paragraph, figure_line,
+    find_furniture, group_blocks, reading_order, runs_to_edge, same_size_class, text_edge, typical_pitch,
 )
 
 PDFIUM_LOCK = threading.Lock()
 """Guards every pdfium call in this process."""
+FIGURE_MIN_AREA = 0.02
+"""An image covering more than this share of the page is a figure; smaller ones are icons."""
+FIGURE_MAX_AREA = 0.9
+"""An image covering more than this share is a page scan or background, not a figure."""
 
 _SPACE = Char(" ", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 _BOLD_NAME = re.compile(r"bold|black|heavy", re.I)
@@ -41,9 +50,18 @@ _TEXT_OBJECT_ADDRESS = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes
 
 
 @dataclass
+class PageImage:
+    """An embedded image: its box in top-left display points and the figure attrs."""
+
+    box: tuple[float, float, float, float]
+    attrs: dict[str, Any]
+
+
+@dataclass
 class _Page:
     info: PageInfo
     chars: list[Char]
+    images: list[PageImage] = field(default_factory=list)
 
 
 class PdfTextParser(Parser):
@@ -61,7 +79,8 @@ class PdfTextParser(Parser):
                 f"none of {len(pages)} pages has a text layer (scanned or image-only PDF); "
                 "it needs OCR, which is a later pipeline stage",
             )
-        blocks = layout_blocks([page.info for page in pages], [build_lines(p.chars) for p in pages])
+        blocks = layout_blocks([page.info for page in pages], [build_lines(p.chars) for p in pages],
+                               [page.images for page in pages])
         title = meta_title or next((b.text for b in blocks if b.kind in ("title", "heading")), None)
         return ParseResult(status="ok", parser=self.name, mime=mime, blocks=blocks,
                            pages=[page.info for page in pages], title=title)
@@ -108,10 +127,11 @@ def _read_page(pdf: pdfium.PdfDocument, index: int) -> _Page:
             chars = _page_chars(textpage.raw, to_display)
         finally:
             textpage.close()
+        images = _page_images(page, to_display, width, height)
     finally:
         page.close()
-    has_text = any(char.text != " " for char in chars)
-    return _Page(PageInfo(page_no=index + 1, width=width, height=height, has_text_layer=has_text), chars)
+    has_text = any(char.text != " " for char in chars)  # images alone are no text layer
+    return _Page(PageInfo(page_no=index + 1, width=width, height=height, has_text_layer=has_text), chars, images)
 
 
 def _display_transform(page: pdfium.PdfPage) -> tuple[float, float, Callable]:
@@ -125,6 +145,43 @@ def _display_transform(page: pdfium.PdfPage) -> tuple[float, float, Callable]:
     if rotation == 270:
         return top - bottom, right - left, lambda x, y: (top - y, right - x)
     return right - left, top - bottom, lambda x, y: (x - left, top - y)
+
+
+def _page_images(page: pdfium.PdfPage, to_display: Callable, width: float, height: float) -> list[PageImage]:
+    """Image objects (also inside form XObjects) big enough to be figures."""
+    images = []
+    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
+        box = _image_box(obj, to_display, width, height)
+        share = (box[2] - box[0]) * (box[3] - box[1]) / (width * height)
+        if FIGURE_MIN_AREA < share <= FIGURE_MAX_AREA:
+            images.append(PageImage(box, _image_attrs(obj)))
+    return images
+
+
+def _image_box(obj: pdfium.PdfImage, to_display: Callable, width: float, height: float):
+    """The image's bounds in display points, clipped to the page."""
+    left, bottom, right, top = obj.get_bounds()
+    container = obj.container
+    while container is not None:  # bounds inside a form XObject are in the form's space
+        left, bottom, right, top = container.get_matrix().on_rect(left, bottom, right, top)
+        container = container.container
+    (ax, ay), (bx, by) = to_display(left, top), to_display(right, bottom)
+    x0, x1 = max(0.0, min(ax, bx)), min(width, max(ax, bx))
+    y0, y1 = max(0.0, min(ay, by)), min(height, max(ay, by))
+    return (x0, y0, max(x0, x1), max(y0, y1))
+
+
+def _image_attrs(obj: pdfium.PdfImage) -> dict[str, Any]:
+    """sha256 of the image's stream as stored (decoding costs ~100 ms) and its pixel size."""
+    try:
+        sha: str | None = hashlib.sha256(bytes(obj.get_data(decode_simple=False))).hexdigest()
+    except pdfium.PdfiumError:
+        sha = None
+    try:
+        width_px, height_px = obj.get_px_size()
+    except pdfium.PdfiumError:
+        width_px = height_px = None
+    return {"image_sha": sha, "width_px": width_px, "height_px": height_px}
 
 
 def _page_chars(textpage, to_display: Callable) -> list[Char]:
@@ -206,21 +263,42 @@ class _FontStats:
                 and not text.endswith((".", ",", ";")) and group.size >= 0.9 * self.body)
 
 
-def layout_blocks(infos: list[PageInfo], page_lines: list[list[Line]]) -> list[Block]:
-    """Furniture, reading order, grouping and classification for a whole document."""
+@dataclass
+class _Placed:
+    """A block with what deciding a continuation needs; ``flow`` is set for prose paragraphs."""
+
+    block: Block
+    flow: tuple[int, int] | None = None  # (page, flow index)
+    size: float = 0.0
+    open_end: bool = False
+
+
+@dataclass
+class _FlowGroup:
+    flow: int
+    group: LineGroup
+    edge: float  # the flow's right text edge
+
+
+def layout_blocks(infos: list[PageInfo], page_lines: list[list[Line]],
+                  page_images: list[list[PageImage]] | None = None) -> list[Block]:
+    """Furniture, reading order, grouping, classification and continuations for a document."""
+    images = page_images or [[] for _ in infos]
     furniture = find_furniture(page_lines, [info.height for info in infos])
-    flows = [reading_order([l for i, l in enumerate(lines) if i not in marks])
-             for lines, marks in zip(page_lines, furniture)]
+    flows = [reading_order([l for i, l in enumerate(lines) if i not in marks]
+                           + [figure_line(n, image.box) for n, image in enumerate(page_imgs)])
+             for lines, marks, page_imgs in zip(page_lines, furniture, images)]
     pitch = typical_pitch([flow for page in flows for flow in page])
-    groups = [[g for flow in page for g in group_blocks(flow, pitch)] for page in flows]
-    stats = font_stats(groups)
-    blocks: list[Block] = []
-    for info, lines, marks, page_groups in zip(infos, page_lines, furniture, groups):
+    groups = [[_FlowGroup(n, g, text_edge(flow)) for n, flow in enumerate(page) for g in group_blocks(flow, pitch)]
+              for page in flows]
+    stats = font_stats([[fg.group for fg in page if fg.group.figure is None] for page in groups])
+    placed: list[_Placed] = []
+    for info, lines, marks, page_groups, page_imgs in zip(infos, page_lines, furniture, groups, images):
         marked = sorted(((lines[i], kind) for i, kind in marks.items()), key=lambda m: (m[0].top, m[0].x0))
-        blocks += [_furniture_block(line, kind, info) for line, kind in marked if kind == "page_header"]
-        blocks += _body_blocks(page_groups, stats, info)
-        blocks += [_furniture_block(line, kind, info) for line, kind in marked if kind == "page_footer"]
-    return [block for block in blocks if block.text]
+        placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_header"]
+        placed += _body_blocks(page_groups, stats, info, page_imgs)
+        placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_footer"]
+    return [block for block in join_continuations(placed) if block.text]
 
 
 def font_stats(pages: list[list[LineGroup]]) -> _FontStats:
@@ -257,10 +335,18 @@ def _heading_shaped(group: LineGroup) -> bool:
     return numbered and all(l.cells == 1 for l in group.lines) and len(group.lines) <= 3 and sum(len(l.text) for l in group.lines) <= 200
 
 
-def _body_blocks(groups: list[LineGroup], stats: _FontStats, info: PageInfo) -> list[Block]:
-    blocks: list[Block] = []
+def _body_blocks(groups: list[_FlowGroup], stats: _FontStats, info: PageInfo,
+                 images: list[PageImage]) -> list[_Placed]:
+    placed: list[_Placed] = []
     list_x: list[float] = []
-    for group in groups:
+    for flow_group in groups:
+        group = flow_group.group
+        if group.figure is not None:
+            list_x.clear()
+            figure = Block(kind="figure", text=group.lines[0].text, page=info.page_no,
+                           bbox=_bbox(group.box, info), attrs=dict(images[group.figure].attrs))
+            placed.append(_Placed(figure))
+            continue
         text = join_lines([line.text for line in group.lines])
         kind, level = _classify(group, text, stats)
         attrs: dict = {}
@@ -269,9 +355,43 @@ def _body_blocks(groups: list[LineGroup], stats: _FontStats, info: PageInfo) -> 
             level, attrs = _list_depth(list_x, group.lines[0].x0), {"marker": group.marker}
         else:
             list_x.clear()
-        blocks.append(Block(kind=kind, text=text, page=info.page_no, bbox=_bbox(group.box, info),
-                            level=level, attrs=attrs))
-    return blocks
+        block = Block(kind=kind, text=text, page=info.page_no, bbox=_bbox(group.box, info), level=level, attrs=attrs)
+        prose = kind == "paragraph" and all(line.cells == 1 for line in group.lines)
+        placed.append(_Placed(block, (info.page_no, flow_group.flow), group.size,
+                              runs_to_edge(group, flow_group.edge)) if prose else _Placed(block))
+    return placed
+
+
+def join_continuations(placed: list[_Placed]) -> list[Block]:
+    """Join a prose paragraph that a page or column break cut in two; page headers and
+    footers in between stay where they are."""
+    out: list[_Placed] = []
+    last_body: int | None = None
+    for item in placed:
+        if item.block.kind in FURNITURE_KINDS:
+            out.append(item)
+            continue
+        previous = out[last_body] if last_body is not None else None
+        if previous is not None and _continues(previous, item):
+            out[last_body] = _joined(previous, item)  # type: ignore[index]
+            continue
+        out.append(item)
+        last_body = len(out) - 1
+    return [item.block for item in out]
+
+
+def _continues(first: _Placed, second: _Placed) -> bool:
+    if first.flow is None or second.flow is None or first.flow == second.flow:
+        return False
+    return same_size_class(first.size, second.size) and continues_paragraph(
+        first.block.text, second.block.text, open_end=first.open_end)
+
+
+def _joined(first: _Placed, second: _Placed) -> _Placed:
+    a, b = first.block, second.block
+    regions = a.extra_regions + ((b.page, b.bbox),) + b.extra_regions  # type: ignore[operator]
+    block = replace(a, text=join_lines([a.text, b.text]), extra_regions=regions)
+    return _Placed(block, second.flow, second.size, second.open_end)
 
 
 def _classify(group: LineGroup, text: str, stats: _FontStats) -> tuple[str, int]:

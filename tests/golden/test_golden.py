@@ -256,14 +256,18 @@ def test_vietnamese_text_is_nfc(golden_version):
     assert "Thái Nguyên" in version.canonical_text and "Tân Cương" in version.canonical_text
 
 
-# -- known gaps: strict xfails, so they fail loudly once the parser learns these ---------
+# -- parser behaviours that were once known gaps, and the remaining strict xfail ---------
 
 
-@pytest.mark.xfail(strict=True, reason="PdfTextParser does not join a paragraph that continues on the next page "
-                                       "(it never fills Block.extra_regions); the chunk then starts mid-sentence")
-def test_paragraph_continues_across_page_break(golden_version):
-    texts = [e.text for e in golden_version("long_report.pdf").elements]
-    assert any("fourth container berth at North Quay in 2029." in text for text in texts)
+@pytest.mark.parametrize("name, words", [
+    ("long_report.pdf", "fourth container berth at North Quay in 2029."),
+    ("two_column.pdf", "310 shoots per square metre, while the reference meadow"),
+    ("no_headings.pdf", "on its website with appropriate credit to the archive."),
+])
+def test_paragraph_continues_across_page_break(name, words, golden_version):
+    element = next(e for e in golden_version(name).elements if words in e.text)
+    assert element.kind == "paragraph"
+    assert element.pages == [1, 2] and [region.page for region in element.regions] == [1, 2]
 
 
 @pytest.mark.xfail(strict=True, reason="PdfTextParser has no table detection: the ruled table in manual.pdf comes out "
@@ -275,8 +279,6 @@ def test_pdf_ruled_table_is_a_table_with_its_caption(golden_version):
     assert caption.parent_id == table.element_id
 
 
-@pytest.mark.xfail(strict=True, reason="PdfTextParser emits no figure block for embedded images, so the "
-                                       "'Figure 1:' caption in figure.pdf is an orphan")
 def test_pdf_image_is_a_figure_with_its_caption(golden_version):
     elements = golden_version("figure.pdf").elements
     figure = next(e for e in elements if e.kind == "figure")
@@ -284,8 +286,6 @@ def test_pdf_image_is_a_figure_with_its_caption(golden_version):
     assert caption.parent_id == figure.element_id
 
 
-@pytest.mark.xfail(strict=True, reason="docling_mapping._inline_text joins inline items with a space, so Markdown "
-                                       "inline code followed by punctuation reads '(build 7f3c2e1) .'")
 def test_markdown_inline_code_keeps_punctuation_attached(golden_version):
     canonical = golden_version("guide.md").canonical_text
     assert "orchard 2.4.1 (build 7f3c2e1)." in canonical or "`orchard 2.4.1 (build 7f3c2e1)`." in canonical

@@ -281,6 +281,16 @@ def test_markdown_several_top_headings_keep_their_hierarchy(parser):
     assert result.title == "Install"
 
 
+def test_markdown_inline_parts_join_without_space_before_punctuation(parser):
+    text = ('It prints `orchard 2.4.1 (build 7f3c2e1)`. See [the docs](http://x.example), '
+            'then run (`make`) and "`go`" now.\n\n- set `key`; done\n')
+    result = parser.parse(text.encode(), mime=MARKDOWN_MIME, filename="inline.md")
+    assert kinds_and_texts(result) == [
+        ("paragraph", 0, 'It prints `orchard 2.4.1 (build 7f3c2e1)`. See the docs, then run (`make`) and "`go`" now.'),
+        ("list_item", 0, "set `key`; done"),
+    ]
+
+
 def test_mime_decides_format_when_filename_has_no_extension(parser):
     result = parser.parse(b"# Readme\n\nHello.\n", mime=MARKDOWN_MIME, filename="README")
     assert result.status == "ok", result.error

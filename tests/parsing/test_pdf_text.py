@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from kb_ray.parsing.base import ParseLimits
 from kb_ray.parsing.blocks import ParseResult
-from kb_ray.parsing.pdf_layout import Char, Line, build_lines, find_furniture, find_gutter, reading_order
+from kb_ray.parsing.pdf_layout import (
+    Char, Line, build_lines, continues_paragraph, find_furniture, find_gutter, reading_order,
+)
 from kb_ray.parsing.pdf_text import PdfTextParser, join_lines
 
 canvas_module = pytest.importorskip("reportlab.pdfgen.canvas")
@@ -164,6 +166,131 @@ def test_captions_and_hyphenated_line_breaks():
     assert [b.text for b in kinds(result, "caption")] == ["Figure 3: Throughput per node"]
 
 
+def page_with_footer(number: int, draw_body):
+    def draw(canvas):
+        draw_body(canvas)
+        text_at(canvas, 72, 40, f"Page {number}")
+    return draw
+
+
+def continued_paragraph_pdf(first_end: str, second_start: str) -> bytes:
+    """Page 1 ends with a paragraph whose last line is ``first_end``; page 2 starts with
+    ``second_start``; both pages carry a page-number footer."""
+    def first(canvas):
+        y = paragraph(canvas, 200)
+        paragraph(canvas, y - 8, lines=2)
+        text_at(canvas, 72, y - 8 - 2 * 12, first_end)
+
+    def second(canvas):
+        text_at(canvas, 72, 720, second_start)
+        text_at(canvas, 72, 708, "and then it ends.")
+        paragraph(canvas, 680)
+
+    return make_pdf([page_with_footer(1, first), page_with_footer(2, second)])
+
+
+@pytest.mark.parametrize("first_end, second_start", [
+    ("this paragraph carries on until the very bottom of the first page and then it", "continues here"),
+    ("Rail is cheap. This paragraph carries on until the bottom of the first page and reaches", "North Quay"),
+    ("this paragraph carries on until the very bottom of the first page with a hyphen-", "ated word"),
+])
+def test_paragraph_cut_by_a_page_break_is_one_block(first_end, second_start):
+    result = parse(continued_paragraph_pdf(first_end, second_start))
+    assert result.status == "ok", result.error
+    joined = [b for b in result.blocks if first_end[:-3] in b.text]
+    assert len(joined) == 1
+    block = joined[0]
+    tail = second_start.split()[-1]
+    assert block.text.endswith(f"{tail} and then it ends.") and block.kind == "paragraph"
+    assert "hyphenated word" in block.text or "hyphen" not in first_end
+    assert block.page == 1 and block.bbox[3] > 0.8
+    ((page, bbox),) = block.extra_regions
+    assert page == 2 and bbox[1] < 0.1 and bbox[3] < 0.15
+    assert not any(b.text.startswith(second_start) for b in result.blocks)
+    order = [b.kind for b in result.blocks]
+    assert order.index("page_footer") == result.blocks.index(block) + 1  # the footer stays in place
+
+
+@pytest.mark.parametrize("first_end, second_start", [
+    ("this paragraph carries on until the very bottom of the first page and it ends.", "continues here"),
+    ("this paragraph carries on until the very bottom of the first page (it ends.)", "continues here"),
+    ("Yours sincerely,", "Jonathan Abernathy"),
+])
+def test_paragraph_that_ends_at_the_page_end_is_not_joined(first_end, second_start):
+    result = parse(continued_paragraph_pdf(first_end, second_start))
+    texts = [b.text for b in result.blocks]
+    assert any(t.endswith(first_end) for t in texts)
+    assert any(t.startswith(f"{second_start} and then it ends.") for t in texts)
+    assert all(not b.extra_regions for b in result.blocks)
+
+
+def test_embedded_image_is_a_figure_followed_by_its_caption():
+    from PIL import Image
+    from reportlab.lib.utils import ImageReader
+
+    chart = Image.new("RGB", (300, 150), "white")
+    chart.paste((200, 30, 30), (20, 20, 280, 130))
+    icon = ImageReader(Image.new("RGB", (16, 16), "blue"))
+
+    def draw(canvas):
+        y = paragraph(canvas, 720)
+        canvas.drawImage(ImageReader(chart), 72, 400, width=300, height=150)
+        canvas.drawImage(icon, 500, 720, width=16, height=16)  # too small to be a figure
+        canvas.rect(72, 200, 400, 100)  # vector drawing: not a figure
+        text_at(canvas, 72, 385, "Figure 1: Output against temperature")
+        paragraph(canvas, 360)
+
+    result = parse(make_pdf([draw]))
+    assert result.status == "ok", result.error
+    assert [b.kind for b in result.blocks] == ["paragraph", "figure", "caption", "paragraph"]
+    figure = result.blocks[1]
+    assert figure.text == "[figure]" and figure.page == 1
+    expected = (72 / PAGE_W, (PAGE_H - 550) / PAGE_H, 372 / PAGE_W, (PAGE_H - 400) / PAGE_H)
+    assert figure.bbox == pytest.approx(expected, abs=0.002)
+    assert len(figure.attrs["image_sha"]) == 64
+    assert (figure.attrs["width_px"], figure.attrs["height_px"]) == (300, 150)
+
+
+def test_image_inside_a_form_xobject_gets_page_coordinates():
+    from PIL import Image
+    from reportlab.lib.utils import ImageReader
+
+    chart = ImageReader(Image.new("RGB", (100, 50), "red"))
+
+    def draw(canvas):
+        paragraph(canvas, 720)
+        canvas.beginForm("chart")
+        canvas.drawImage(chart, 0, 0, width=100, height=50)
+        canvas.endForm()
+        canvas.saveState()
+        canvas.translate(100, 300)
+        canvas.scale(2, 2)
+        canvas.doForm("chart")
+        canvas.restoreState()
+
+    (figure,) = kinds(parse(make_pdf([draw])), "figure")
+    expected = (100 / PAGE_W, (PAGE_H - 400) / PAGE_H, 300 / PAGE_W, (PAGE_H - 300) / PAGE_H)
+    assert figure.bbox == pytest.approx(expected, abs=0.002)
+
+
+def test_image_in_the_right_column_is_read_with_that_column():
+    from PIL import Image
+    from reportlab.lib.utils import ImageReader
+
+    chart = ImageReader(Image.new("RGB", (100, 100), "green"))
+
+    def draw(canvas):
+        two_column_page(canvas)
+        canvas.drawImage(chart, 320, 330, width=200, height=120)
+        text_at(canvas, 320, 310, "Figure 2: Right column chart", 9)
+
+    result = parse(make_pdf([draw]))
+    texts = [b.text[:26] for b in result.blocks]
+    assert texts == ["A Two Column Paper Title S", "Left column sentence numbe", "Right column sentence numb",
+                     "[figure]", "Figure 2: Right column cha"]
+    assert result.blocks[3].bbox[0] == pytest.approx(320 / PAGE_W, abs=0.002)
+
+
 def test_bboxes_are_normalized_and_on_the_right_page():
     result = parse(make_pdf([lambda c: paragraph(c, 700), lambda c: text_at(c, 306, 396, "Second page text")]))
     assert {b.page for b in result.blocks} == {1, 2}
@@ -300,6 +427,15 @@ def test_find_furniture_normalizes_digits():
     pages = [[line(f"Report page {n}", 72, 20, 100), line("body", 72, 400, 400)] for n in range(3)]
     assert find_furniture(pages, [792.0] * 3) == [{0: "page_header"}] * 3
     assert find_furniture(pages[:1], [792.0]) == [{}]
+
+
+def test_continues_paragraph_needs_an_open_sentence():
+    assert continues_paragraph("berth at", "north quay", open_end=False)
+    assert continues_paragraph("It grew. A berth at", "North Quay", open_end=True)
+    assert not continues_paragraph("It grew. A berth at", "North Quay", open_end=False)
+    assert not continues_paragraph("A berth at", "North Quay", open_end=True)  # no sentence: a label?
+    for ended in ("in 2029.", "is it?", "as follows:", "ends;", 'he said "stop."', "(see above.)"):
+        assert not continues_paragraph(ended, "and more", open_end=True)
 
 
 def test_join_lines_dehyphenates_only_before_lowercase():

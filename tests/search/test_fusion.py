@@ -28,7 +28,7 @@ def test_rrf_sorts_by_score_then_id(ranked):
 
 
 def test_rrf_ties_are_broken_by_id_and_weights_apply():
-    assert rrf({"a": ["x", "y"], "b": ["y", "x"]}) == [("x", 2 / 62 * 0 + 1 / 61 + 1 / 62), ("y", 1 / 61 + 1 / 62)]
+    assert rrf({"a": ["x", "y"], "b": ["y", "x"]}) == [("x", 1 / 61 + 1 / 62), ("y", 1 / 61 + 1 / 62)]
     fused = rrf({"a": ["x"], "b": ["y"]}, weights={"b": 2.0})
     assert [item for item, _ in fused] == ["y", "x"]
     assert rrf({"a": ["z", "y"]}, k=0) == [("z", 1.0), ("y", 0.5)]

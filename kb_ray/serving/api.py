@@ -1,0 +1,46 @@
+"""The HTTP surface of the query service: request model, errors, rerank merge (Ray-free)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Mode = Literal["hybrid", "dense", "lexical"]
+
+
+class SearchRequest(BaseModel):
+    """``POST /v1/search`` body. Unknown fields are refused (HTTP 422)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(..., description="the user's question or keywords")
+    k: int = Field(10, description="number of hits, 1..search.max_k")
+    mode: Mode = "hybrid"
+    filter: dict[str, Any] | None = Field(None, description="closed vocabulary: collection, document_ids, "
+                                          "tags_any, tags_all, mime, created_after, created_before, metadata")
+    rerank: bool | None = Field(None, description="None: rerank when a reranker is configured")
+
+
+def merge_rerank(hits: list[dict[str, Any]], scores: list[float], *, k: int) -> list[dict[str, Any]]:
+    """Order hits by cross-encoder score (ties: fused order), record the rerank rank, keep ``k``."""
+    order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
+    reranked = []
+    for rank, index in enumerate(order[:k], start=1):
+        hit = dict(hits[index])
+        hit["ranks"] = {**hit.get("ranks", {}), "rerank": rank}
+        hit["scores"] = {**hit.get("scores", {}), "rerank": scores[index]}
+        hit["score"] = scores[index]
+        reranked.append(hit)
+    return reranked
+
+
+def citation_line(hit: dict[str, Any]) -> str:
+    """``title, page N, box [..]: "quote"`` — how the CLI prints a hit."""
+    where = hit.get("title") or hit.get("uri") or hit["document_id"]
+    regions = hit.get("regions") or []
+    if regions:
+        box = ", ".join(f"{v:.2f}" for v in regions[0]["bbox"])
+        where += f", page {regions[0]['page']}, box [{box}]"
+    quote = " ".join(hit["quote"].split())
+    return f'{where}: "{quote[:240]}{"…" if len(quote) > 240 else ""}"'
