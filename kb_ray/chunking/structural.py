@@ -35,7 +35,7 @@ class _Unit:
 
 class StructuralChunker(Chunker):
     name = "structural"
-    version = "1"
+    version = "2"  # 2: chunks start at their first line, so heading/list markup is part of the text
 
     def __init__(self, *, max_tokens: int = 200, table_rows_per_chunk_min: int = 2) -> None:
         self.max_tokens = max_tokens

@@ -1,7 +1,8 @@
 """``kb-ray demo``: the embedded default end to end on ``golden/``.
 
 Ingests the golden documents into ``kb_root`` (``.kb/`` by default), prints the run report,
-a DuckDB summary of the catalog and the verify result.
+a DuckDB summary of the catalog and the verify result, builds the index, starts the Ray
+Serve app on 127.0.0.1, asks a few questions over HTTP, prints cited hits, shuts down.
 """
 
 from __future__ import annotations
@@ -42,4 +43,36 @@ def run(args: argparse.Namespace) -> int:
     print(render_table(run_query(catalog, DEMO_SUMMARY_SQL)))
     verified = verify_catalog(catalog)
     print(f"\n== verify: {'OK' if verified.ok() else 'VIOLATIONS'}")
-    return 0 if verified.ok() else 1
+    if not verified.ok():
+        return 1
+    return ask_questions(config)
+
+
+DEMO_QUESTIONS = (
+    "What is the part number of the mechanical seal kit?",
+    "How many eelgrass shoots were transplanted?",
+    "How much does a CycleLink day pass cost?",
+)
+
+
+def ask_questions(config) -> int:
+    import httpx
+
+    from kb_ray.index import build_index
+    from kb_ray.serving.api import citation_line
+    from kb_ray.serving.app import start_service, stop_service
+
+    manifest = build_index(config)
+    print(f"\n== index generation {manifest.generation_id}: {manifest.rows} chunks, {len(manifest.shards)} shards")
+    start_service(config)
+    url = f"http://{config.serve.host}:{config.serve.port}"
+    try:
+        for question in DEMO_QUESTIONS:
+            result = httpx.post(f"{url}/v1/search", json={"query": question, "k": 3}, timeout=120).json()
+            note = "reranked" if result["reranked"] else "not reranked: no cross-encoder ships in a PyPI package"
+            print(f"\n== Q: {question}  ({note}, {result['timing_ms']['total_service']:.0f} ms)")
+            for rank, hit in enumerate(result["hits"], start=1):
+                print(f"  [{rank}] {citation_line(hit)}")
+    finally:
+        stop_service()
+    return 0

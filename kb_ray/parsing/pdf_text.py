@@ -298,7 +298,7 @@ def layout_blocks(infos: list[PageInfo], page_lines: list[list[Line]],
         placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_header"]
         placed += _body_blocks(page_groups, stats, info, page_imgs)
         placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_footer"]
-    return [block for block in join_continuations(placed) if block.text]
+    return join_continuations([item for item in placed if item.block.text])
 
 
 def font_stats(pages: list[list[LineGroup]]) -> _FontStats:
@@ -343,9 +343,7 @@ def _body_blocks(groups: list[_FlowGroup], stats: _FontStats, info: PageInfo,
         group = flow_group.group
         if group.figure is not None:
             list_x.clear()
-            figure = Block(kind="figure", text=group.lines[0].text, page=info.page_no,
-                           bbox=_bbox(group.box, info), attrs=dict(images[group.figure].attrs))
-            placed.append(_Placed(figure))
+            placed.append(_Placed(_figure_block(group, info, images)))
             continue
         text = join_lines([line.text for line in group.lines])
         kind, level = _classify(group, text, stats)
@@ -360,6 +358,12 @@ def _body_blocks(groups: list[_FlowGroup], stats: _FontStats, info: PageInfo,
         placed.append(_Placed(block, (info.page_no, flow_group.flow), group.size,
                               runs_to_edge(group, flow_group.edge)) if prose else _Placed(block))
     return placed
+
+
+def _figure_block(group: LineGroup, info: PageInfo, images: list[PageImage]) -> Block:
+    """A figure placeholder; a "Figure N" caption right after it attaches in structure building."""
+    attrs = dict(images[group.figure].attrs)  # type: ignore[index]
+    return Block(kind="figure", text=group.lines[0].text, page=info.page_no, bbox=_bbox(group.box, info), attrs=attrs)
 
 
 def join_continuations(placed: list[_Placed]) -> list[Block]:

@@ -40,6 +40,6 @@ def hydrate(candidate: Candidate, shard: SearchShard, *, score: float) -> dict[s
         "text": row["text"], "quote": row["text"],
         "spans": [(span["start"], span["end"]) for span in row["spans"] or []],
         "pages": list(row["pages"] or []),
-        "regions": [{"page": r["page"], "bbox": [r["x0"], r["y0"], r["x1"], r["y1"]]} for r in row["regions"] or []],
+        "regions": [{"page": r["page"], "bbox": [round(r[c], 4) for c in ("x0", "y0", "x1", "y1")]} for r in row["regions"] or []],
         "heading_path": list(row["heading_path"] or []),
     }

@@ -1,0 +1,81 @@
+"""``kb-ray serve`` (the Ray Serve app on 127.0.0.1) and ``kb-ray search`` (its HTTP client)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from kb_ray.cli.common import config_from_args
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    from kb_ray.cli import add_config_arguments
+
+    serve = commands.add_parser("serve", help="serve /v1/search on 127.0.0.1 with Ray Serve")
+    serve.add_argument("--port", type=int, default=None, help="default: serve.port from config (8000)")
+    add_config_arguments(serve)
+    serve.set_defaults(handler=run_serve)
+    search = commands.add_parser("search", help="query a running kb-ray serve over HTTP")
+    search.add_argument("query")
+    search.add_argument("--k", type=int, default=10)
+    search.add_argument("--mode", default="hybrid", help="hybrid | dense | lexical")
+    search.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                        help="e.g. collection=default, mime=application/pdf, tags_any=a,b (repeatable)")
+    search.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
+    search.add_argument("--url", default=None, help="service URL (default: http://serve.host:serve.port)")
+    search.add_argument("--json", action="store_true")
+    add_config_arguments(search)
+    search.set_defaults(handler=run_search)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from kb_ray.serving.app import start_service, stop_service
+
+    config = config_from_args(args)
+    port = args.port or config.serve.port
+    start_service(config, port=port)
+    print(f"kb-ray search service on http://{config.serve.host}:{port} (docs at /docs); Ctrl-C stops it")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        stop_service()
+    return 0
+
+
+def parse_filter_args(items: list[str]) -> dict[str, object] | None:
+    """``key=value`` pairs into the filter dict; list fields take comma-separated values."""
+    lists = {"document_ids", "tags_any", "tags_all"}
+    result: dict[str, object] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if key.startswith("metadata."):
+            result.setdefault("metadata", {})[key.split(".", 1)[1]] = value  # type: ignore[index]
+        else:
+            result[key] = value.split(",") if key in lists else value
+    return result or None
+
+
+def run_search(args: argparse.Namespace) -> int:
+    import httpx
+
+    from kb_ray.serving.api import citation_line
+
+    config = config_from_args(args)
+    url = args.url or f"http://{config.serve.host}:{config.serve.port}"
+    body = {"query": args.query, "k": args.k, "mode": args.mode, "filter": parse_filter_args(args.filter),
+            "rerank": args.rerank}
+    response = httpx.post(f"{url}/v1/search", json=body, timeout=60)
+    if response.status_code != 200:
+        print(f"kb-ray search: HTTP {response.status_code}: {response.json().get('detail')}")
+        return 2
+    result = response.json()
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{len(result['hits'])} hits from generation {result['generation']} "
+          f"({'reranked' if result['reranked'] else 'not reranked'}, {result['timing_ms']['total_service']:.0f} ms)")
+    for rank, hit in enumerate(result["hits"], start=1):
+        print(f"[{rank}] {citation_line(hit)}")
+    return 0

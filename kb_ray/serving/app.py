@@ -1,0 +1,52 @@
+"""Build the Serve application from a config, and run it on 127.0.0.1."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from kb_ray.config import KbConfig, load_config
+
+logger = logging.getLogger(__name__)
+APP_NAME = "kb-ray"
+
+
+def build_app(config: KbConfig):
+    """The bound deployment graph: ingress → (query embedder, shard searcher, reranker?)."""
+    from kb_ray.serving.deployments import QueryEmbedder, RerankerDeployment, SearchIngress, ShardSearcher
+
+    s = config.serve
+    embedder = QueryEmbedder.options(num_replicas=s.embedder_replicas, ray_actor_options={"num_cpus": 0.25}).bind(config)
+    searcher = ShardSearcher.options(num_replicas=s.searcher_replicas, ray_actor_options={"num_cpus": 0.25}).bind(config)
+    reranker = None
+    if config.search.rerank_model_path:
+        device = "cuda" if s.reranker_num_gpus > 0 else "cpu"
+        reranker = RerankerDeployment.options(ray_actor_options={"num_cpus": 0.25, "num_gpus": s.reranker_num_gpus}
+                                              ).bind(config.search.rerank_model_path, device)
+    return SearchIngress.options(ray_actor_options={"num_cpus": 0.1}).bind(config, embedder, searcher, reranker)
+
+
+def app_from_env():
+    """For ``serve run serve.app:app`` / ``serve deploy``: config from ``KB_RAY_CONFIG``."""
+    path = os.environ.get("KB_RAY_CONFIG", "conf/local.yaml")
+    overrides = [item for item in os.environ.get("KB_RAY_SET", "").split(";") if item]
+    return build_app(load_config(path, overrides=overrides))
+
+
+def start_service(config: KbConfig, *, port: int | None = None, blocking: bool = False):
+    """Start (or connect to) Ray, then serve the app on ``serve.host:port``."""
+    from ray import serve
+
+    from kb_ray.ingest.pipeline import start_ray
+
+    start_ray(config)
+    serve.start(http_options={"host": config.serve.host, "port": port or config.serve.port})
+    handle = serve.run(build_app(config), name=APP_NAME, route_prefix="/", blocking=blocking)
+    logger.info("serving on http://%s:%d", config.serve.host, port or config.serve.port)
+    return handle
+
+
+def stop_service() -> None:
+    from ray import serve
+
+    serve.shutdown()

@@ -1,0 +1,145 @@
+"""Ray Serve deployments of the query service; the logic they call lives in ``kb_ray.search``.
+
+* ``QueryEmbedder`` — batches concurrent queries into one embedding call.
+* ``ShardSearcher`` — dense + lexical search with filters and the hydration gate over the
+  live generation's shards (scatter-gather across shards inside one replica); follows
+  ``CURRENT`` so a new generation is served without a restart.
+* ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
+* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx.
+"""
+
+# No "from __future__ import annotations": FastAPI must see the real request types.
+import logging
+import time
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import JSONResponse
+from ray import serve
+
+from kb_ray.config import KbConfig
+from kb_ray.errors import FilterError, KbRayError
+from kb_ray.search.errors import SearchRequestError
+from kb_ray.serving.api import SearchRequest, merge_rerank
+
+logger = logging.getLogger(__name__)
+api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
+REFRESH_EVERY_S = 1.0
+
+
+@serve.deployment
+class QueryEmbedder:
+    def __init__(self, config: KbConfig) -> None:
+        from kb_ray.embedding.text import TextEmbedder
+
+        e = config.embedding
+        self.embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=e.device,
+                                     normalize=e.normalize, num_threads=e.num_threads, batch_size=e.batch_size)
+
+    def fingerprint(self) -> str:
+        return self.embedder.fingerprint
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.004)
+    async def embed(self, queries: list[str]) -> list[list[float]]:
+        return [vector.tolist() for vector in self.embedder.embed_texts(queries)]
+
+
+@serve.deployment
+class ShardSearcher:
+    def __init__(self, config: KbConfig) -> None:
+        from kb_ray.search.searcher import HybridSearcher
+
+        self.searcher = HybridSearcher.open(config, reranker=None)
+        self._checked = time.monotonic()
+
+    def generation(self) -> dict[str, str]:
+        manifest = self.searcher._loaded.manifest
+        return {"generation": manifest.generation_id, "embedder_fp": manifest.embedder_fp}
+
+    def search(self, request: dict[str, Any], query_vector: list[float] | None) -> dict[str, Any]:
+        if time.monotonic() - self._checked > REFRESH_EVERY_S:
+            self._checked = time.monotonic()
+            self.searcher.refresh()
+        try:
+            result = self.searcher.search(request["query"], k=request["k"], mode=request["mode"],
+                                          filters=request.get("filter"), query_vector=query_vector, rerank=False)
+        except (SearchRequestError, FilterError) as exc:
+            return {"error": str(exc)}
+        return result.to_dict()
+
+
+@serve.deployment
+class RerankerDeployment:
+    def __init__(self, model_path: str, device: str = "cpu") -> None:
+        from kb_ray.search.rerank import CrossEncoderReranker
+
+        self.reranker = CrossEncoderReranker(model_path, device=device)
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.004)
+    async def score(self, requests: list[tuple[str, list[str]]]) -> list[list[float]]:
+        return [self.reranker.score(query, passages) for query, passages in requests]
+
+
+@serve.deployment
+@serve.ingress(api)
+class SearchIngress:
+    def __init__(self, config: KbConfig, embedder: Any, searcher: Any, reranker: Any = None) -> None:
+        self.config = config
+        self.embedder, self.searcher, self.reranker = embedder, searcher, reranker
+
+    @api.get("/healthz")
+    async def healthz(self) -> dict[str, Any]:
+        info = await self.searcher.generation.remote()
+        embedder_fp = await self.embedder.fingerprint.remote()
+        ok = embedder_fp == info["embedder_fp"]
+        return {"ok": ok, "generation": info["generation"], "reranker": self.reranker is not None,
+                **({} if ok else {"error": "the query embedder differs from the one the index was built with"})}
+
+    @api.post("/v1/search")
+    async def search(self, request: SearchRequest) -> JSONResponse:
+        started = time.perf_counter()
+        rerank = self.reranker is not None and request.rerank is not False
+        if request.rerank and self.reranker is None:
+            raise HTTPException(400, "rerank was requested but no reranker is configured (search.rerank_model_path)")
+        if not request.query.strip():
+            raise HTTPException(400, "the query is empty: pass a non-empty query string")
+        vector = await self.embedder.embed.remote(request.query) if request.mode != "lexical" else None
+        embed_ms = (time.perf_counter() - started) * 1000
+        body = request.model_dump()
+        body["k"] = max(request.k, self.config.search.rerank_candidates) if rerank else request.k
+        if not 1 <= request.k <= self.config.search.max_k:
+            raise HTTPException(400, f"k must be between 1 and {self.config.search.max_k}, got {request.k}")
+        result = await self.searcher.search.remote(body, vector)
+        if "error" in result:
+            raise HTTPException(400, result["error"])
+        if rerank:
+            result = await self._rerank(request, result)
+        result["reranked"] = rerank
+        result["timing_ms"] = {"query_embed": round(embed_ms, 3), **result["timing_ms"],
+                               "total_service": round((time.perf_counter() - started) * 1000, 3)}
+        return JSONResponse(result)
+
+    async def _rerank(self, request: SearchRequest, result: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        hits = result["hits"]
+        scores = await self.reranker.score.remote((request.query, [hit["text"] for hit in hits]))
+        result["hits"] = merge_rerank(hits, scores, k=request.k)
+        result["k"] = request.k
+        result["timing_ms"]["rerank"] = round((time.perf_counter() - started) * 1000, 3)
+        return result
+
+    @api.get("/v1/documents/{document_id}")
+    async def document(self, document_id: str) -> JSONResponse:
+        from kb_ray.catalog.delta import DeltaCatalog
+        from kb_ray.search.documents import document_view
+
+        catalog = DeltaCatalog.open(self.config.kb_root, storage_options=self.config.storage_options, create=False)
+        view = document_view(catalog, document_id)
+        if view is None:
+            raise HTTPException(404, f"no document {document_id}")
+        return JSONResponse(view)
+
+
+@api.exception_handler(KbRayError)
+async def _kb_ray_error(_request, exc: KbRayError) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=400)
