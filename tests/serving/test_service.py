@@ -1,0 +1,130 @@
+"""The Ray Serve app over real HTTP on 127.0.0.1, on a catalog built from golden/."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+
+import httpx
+import pyarrow as pa
+import pytest
+
+from kb_ray.index import build_index
+from kb_ray.search.tiny_reranker import build_tiny_cross_encoder
+from kb_ray.serving.app import start_service, stop_service
+from tests.index_fixtures import copy_kb, golden_config
+
+PORT = 8765
+URL = f"http://127.0.0.1:{PORT}"
+
+
+@pytest.fixture(scope="module")
+def service(golden_kb, tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    kb_root = copy_kb(golden_kb, root / "kb")
+    tiny = build_tiny_cross_encoder(root / "tiny-reranker")
+    config = golden_config(kb_root, f"search.rerank_model_path={tiny}", "embedding.num_threads=1",
+                           "search.rerank_candidates=10")
+    build_index(config)
+    start_service(config, port=PORT)
+    yield config
+    stop_service()
+
+
+def search(**body) -> httpx.Response:
+    return httpx.post(f"{URL}/v1/search", json=body, timeout=60)
+
+
+def test_a_known_answer_comes_back_cited_with_page_and_box(service):
+    response = search(query="mechanical seal kit part number for the AquaFlow pump", k=3, rerank=False)
+    assert response.status_code == 200
+    result = response.json()
+    assert result["reranked"] is False and len(result["hits"]) == 3
+    top = [hit for hit in result["hits"] if "AF-SK-118" in hit["text"]]
+    assert top, [hit["text"][:80] for hit in result["hits"]]
+    hit = top[0]
+    assert hit["uri"].endswith("manual.pdf") and hit["pages"] and hit["quote"] == hit["text"]
+    region = hit["regions"][0]
+    assert region["page"] in hit["pages"] and all(0 <= v <= 1 for v in region["bbox"])
+    assert set(hit["ranks"]) >= {"dense", "lexical", "fused"} and "total_service" in result["timing_ms"]
+
+
+def test_rerank_through_the_reranker_deployment(service):
+    result = search(query="day pass price", k=5, rerank=True).json()
+    assert result["reranked"] is True and len(result["hits"]) == 5
+    assert [hit["ranks"]["rerank"] for hit in result["hits"]] == [1, 2, 3, 4, 5]
+    scores = [hit["score"] for hit in result["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("body, status, message", [
+    ({"query": "", "k": 3}, 400, "empty"),
+    ({"query": "pump", "k": 0}, 400, "k must be"),
+    ({"query": "pump", "k": 1000}, 400, "k must be"),
+    ({"query": "pump", "mode": "psychic"}, 422, "mode"),
+    ({"query": "pump", "filter": {"colour": "red"}}, 400, "unknown filter field"),
+    ({"query": "pump", "limit": 3}, 422, "limit"),
+    ({"k": 3}, 422, "query"),
+])
+def test_bad_requests_get_4xx_with_a_message(service, body, status, message):
+    response = search(**body)
+    assert response.status_code == status, response.text
+    assert message in response.text
+
+
+def test_filters_apply_before_top_k(service):
+    result = search(query="pump", k=5, mode="hybrid", filter={"mime": "text/plain"}, rerank=False).json()
+    assert len(result["hits"]) == 5 and {hit["mime"] for hit in result["hits"]} == {"text/plain"}
+
+
+def test_health_documents_and_openapi(service):
+    health = httpx.get(f"{URL}/healthz").json()
+    assert health["ok"] is True and health["reranker"] is True
+    hit = search(query="eelgrass transplant survival", k=1, rerank=False).json()["hits"][0]
+    document = httpx.get(f"{URL}/v1/documents/{hit['document_id']}").json()
+    assert document["active_version_id"] == hit["version_id"]
+    assert any(chunk["chunk_id"] == hit["chunk_id"] for chunk in document["chunks"])
+    assert httpx.get(f"{URL}/v1/documents/doc_missing").status_code == 404
+    assert "/v1/search" in httpx.get(f"{URL}/openapi.json").json()["paths"]
+
+
+def test_a_deleted_document_never_comes_back(service):
+    from kb_ray.catalog.delta import DeltaCatalog
+
+    hit = search(query="beekeeper hives in the community garden", k=1, rerank=False).json()["hits"][0]
+    catalog = DeltaCatalog.open(service.kb_root, create=False)
+    row = catalog.read("documents").filter(pa.compute.equal(pa.compute.field("document_id"), hit["document_id"]))
+    tombstoned = row.to_pylist()[0] | {"active_version_id": None, "deleted_at": datetime.now(timezone.utc)}
+    catalog.merge_upsert("documents", pa.Table.from_pylist([tombstoned], schema=row.schema), keys=["document_id"])
+    time.sleep(2.5)  # the searcher re-reads active pointers at most every 2 s
+    for mode in ("hybrid", "dense", "lexical"):
+        hits = search(query="beekeeper hives in the community garden", k=10, mode=mode, rerank=False).json()["hits"]
+        assert hit["document_id"] not in {h["document_id"] for h in hits}, mode
+
+
+def test_generation_switch_under_traffic_drops_no_request(service):
+    before = search(query="pump", k=3, rerank=False).json()["generation"]
+    errors, generations, stop = [], set(), threading.Event()
+
+    def client() -> None:
+        with httpx.Client(timeout=60) as http:
+            while not stop.is_set():
+                response = http.post(f"{URL}/v1/search", json={"query": "rail tunnel length", "k": 3, "rerank": False})
+                if response.status_code != 200:
+                    errors.append(response.text)
+                else:
+                    generations.add(response.json()["generation"])
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        rebuilt = build_index(service.model_copy(update={"index": service.index.model_copy(update={"shards": 3})}))
+        deadline = time.time() + 30
+        while rebuilt.generation_id not in generations and time.time() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not errors
+    assert rebuilt.generation_id != before and {before, rebuilt.generation_id} <= generations
