@@ -59,6 +59,8 @@ class RaySettings(_Settings):
     num_cpus: int | None = None  # local instance only
     parse: StageSettings = StageSettings(concurrency=1, num_cpus=1.0, batch_size=4)
     embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=64)
+    render: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
+    page_embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
 
 
 class IngestSettings(_Settings):
@@ -67,6 +69,23 @@ class IngestSettings(_Settings):
     include: list[str] = Field(default_factory=lambda: ["**/*"])
     sync: Literal["none", "incremental", "full"] = "incremental"
     micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
+
+
+class PagesSettings(_Settings):
+    """Visual page retrieval: render pages, embed them as multivectors (ColQwen family)."""
+
+    enabled: bool = False
+    dpi: int = 144
+    max_pages: int = 200  # pages per document rendered; over it the document records a reason
+    max_pixels: int = 4_000_000  # per rendered page
+    model_path: str | None = None  # a local ColQwen2/ColPali model directory; never downloaded
+    model_id: str = "vidore/colqwen2-v1.0"
+    device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    batch_size: int = 4
+    pooling: Literal["none", "mean_rows", "hierarchical"] = "none"
+    pool_factor: int = 3
+    shortlist: int = 100  # first-stage candidates before exact MaxSim
 
 
 class IndexSettings(_Settings):
@@ -106,6 +125,7 @@ class KbConfig(_Settings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     ray: RaySettings = RaySettings()
     ingest: IngestSettings = IngestSettings()
+    pages: PagesSettings = PagesSettings()
     index: IndexSettings = IndexSettings()
     search: SearchSettings = SearchSettings()
     serve: ServeSettings = ServeSettings()
@@ -173,6 +193,8 @@ def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
     config.ingest.sources = [_resolve(base, source) for source in config.ingest.sources]
     if config.embedding.model_path:
         config.embedding.model_path = _resolve(base, config.embedding.model_path)
+    if config.pages.model_path:
+        config.pages.model_path = _resolve(base, config.pages.model_path)
     if config.search.rerank_model_path:
         config.search.rerank_model_path = _resolve(base, config.search.rerank_model_path)
     return config

@@ -14,7 +14,8 @@ they hold across documents:
 * an embedded image is a *figure line* (``Line.figure`` set): it takes part in reading
   order by its top edge within its column but never joins text;
 * a paragraph continues across a page or column break when it does not end a sentence
-  and the next one starts in lowercase or its last line runs to the column's edge.
+  and the next one starts in lowercase, or it is prose whose last line runs to within
+  ``FULL_LINE_SLACK`` of the column width from the column's right edge.
 """
 
 from __future__ import annotations

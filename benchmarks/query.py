@@ -1,0 +1,311 @@
+"""Query latency: in-process search components vs the Ray Serve service over loopback HTTP.
+
+    .venv/bin/python benchmarks/query.py [--n 10000] [--queries 200] [--http-queries 100]
+
+Corpus: ``--n`` synthetic chunks (5 per document) written straight to Delta (no Ray, no
+ingest): texts of 80-180 words drawn Zipf-wise from 20,000 pronounceable pseudo-words,
+and *random unit vectors* (dim 384) stored under the packaged all-MiniLM-L6-v2
+fingerprint, so the searcher accepts real query embeddings against them. Embedding 10k
+chunks for real would take ~7 minutes on 2 CPUs; FAISS cost does not depend on the
+values, so dense latency is real while dense *relevance* is meaningless. Queries are 3-6
+words drawn from one chunk. The reranker is a tiny random-weight cross-encoder built
+locally (2 layers, hidden 32): its scores are meaningless, only the code path and a
+lower bound on latency count. Writes benchmarks/results/query.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kb_ray.catalog import DeltaCatalog  # noqa: E402
+from kb_ray.catalog.contract import table_spec  # noqa: E402
+from kb_ray.config import KbConfig, load_config  # noqa: E402
+
+DIM, CHUNKS_PER_DOC = 384, 5
+MODES = ("dense", "lexical", "hybrid", "hybrid+rerank")
+
+
+# -- corpus --------------------------------------------------------------------------------
+
+def synthetic_texts(n: int, rng: np.random.Generator) -> list[str]:
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    words = np.array(sorted({"".join(rng.choice(syllables, size=rng.integers(2, 5))) for _ in range(26_000)})[:20_000])
+    weights = 1.0 / np.arange(1, len(words) + 1) ** 1.1
+    rng.shuffle(words)
+    p = weights / weights.sum()
+    return [" ".join(rng.choice(words, size=length, p=p)) for length in rng.integers(80, 180, size=n)]
+
+
+def write_catalog(kb_root: str, texts: list[str], *, embedder_fp: str, rng: np.random.Generator) -> None:
+    rows: dict[str, list] = {name: [] for name in ("documents", "versions", "chunks", "version_chunks")}
+    created = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    for d, start in enumerate(range(0, len(texts), CHUNKS_PER_DOC)):
+        doc_texts, key = texts[start:start + CHUNKS_PER_DOC], f"doc-{d:06d}"
+        document_id, version_id = f"doc_{key}", f"ver_{key}"
+        rows["documents"].append({"document_id": document_id, "collection": ["alpha", "beta"][d % 2], "key": key,
+                                  "uri": f"mem://{key}", "title": f"Title {key}", "mime": "text/plain", "tags": [],
+                                  "metadata_json": "{}", "active_version_id": version_id, "created_at": created})
+        rows["versions"].append({"version_id": version_id, "document_id": document_id, "status": "committed",
+                                 "canonical_text": "\n\n".join(doc_texts), "mime": "text/plain", "title": f"Title {key}"})
+        offset = 0
+        for n, text in enumerate(doc_texts):
+            chunk_id = f"ch_{key}_{n}"
+            rows["chunks"].append({"chunk_id": chunk_id, "document_id": document_id, "text": text,
+                                   "heading_path": [f"Title {key}"], "embed_text_sha": f"sha_{key}_{n}"})
+            rows["version_chunks"].append({"version_id": version_id, "chunk_id": chunk_id, "ordinal": n,
+                                           "spans": [{"start": offset, "end": offset + len(text)}], "pages": [1],
+                                           "regions": [{"page": 1, "x0": 0.1, "y0": 0.1, "x1": 0.9, "y1": 0.2}]})
+            offset += len(text) + 2
+    catalog = DeltaCatalog.open(kb_root)
+    for name, table_rows in rows.items():
+        catalog.append(name, pa.Table.from_pylist(table_rows, schema=table_spec(name).schema))
+    vectors = rng.normal(size=(len(texts), DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    shas = [row["embed_text_sha"] for row in rows["chunks"]]
+    catalog.append("embeddings", pa.table({
+        "embedder_fp": pa.array([embedder_fp] * len(shas)), "embed_text_sha": pa.array(shas),
+        "dim": pa.array([DIM] * len(shas), pa.int32()),
+        "vector": pa.ListArray.from_arrays(pa.array(np.arange(0, vectors.size + 1, DIM, dtype=np.int32)),
+                                           pa.array(vectors.reshape(-1)))}, schema=table_spec("embeddings").schema))
+
+
+def make_queries(texts: list[str], count: int, rng: np.random.Generator) -> list[str]:
+    picks = rng.choice(len(texts), size=count, replace=False)
+    return [" ".join(rng.choice(texts[i].split(), size=rng.integers(3, 7), replace=False)) for i in picks]
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+def pct(ms: list[float]) -> tuple[float, float]:
+    ordered = sorted(ms)
+    return statistics.median(ordered), ordered[int(round(0.95 * (len(ordered) - 1)))]
+
+
+def timed(fn, items) -> list[float]:
+    out = []
+    for item in items:
+        start = time.perf_counter()
+        fn(item)
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def in_process(config: KbConfig, queries: list[str]) -> dict[str, list[float]]:
+    from kb_ray.embedding.text import TextEmbedder
+    from kb_ray.search.searcher import HybridSearcher
+
+    embedder = TextEmbedder(num_threads=1)
+    searcher = HybridSearcher.open(config, embedder=embedder)
+    loaded, n = searcher._loaded, config.search.candidates
+    masks = searcher._masks(loaded, None)
+    for q in queries[:5]:  # warm-up
+        searcher.search(q, mode="hybrid", rerank=True)
+    vectors = {q: embedder.embed_query(q) for q in queries}
+    passages = {q: [h["text"] for h in searcher.search(q, k=config.search.rerank_candidates, mode="hybrid",
+                                                          rerank=False).hits] for q in queries}
+    return {
+        "embed query (1 thread)": timed(embedder.embed_query, queries),
+        f"FAISS top-{n} ({len(loaded.shards)} shards)": timed(
+            lambda q: [s.dense(vectors[q], n, m) for s, m in zip(loaded.shards, masks)], queries),
+        f"BM25 top-{n} ({len(loaded.shards)} shards)": timed(
+            lambda q: [s.lexical(q, n, m) for s, m in zip(loaded.shards, masks)], queries),
+        f"rerank {config.search.rerank_candidates} passages (tiny CE)": timed(
+            lambda q: searcher.reranker.score(q, passages[q]), queries),
+        **{f"search {mode}": timed(lambda q, m=mode: searcher.search(q, k=10, mode=m, rerank=False), queries)
+           for mode in MODES[:3]},
+        "search hybrid+rerank": timed(lambda q: searcher.search(q, k=10, mode="hybrid", rerank=True), queries),
+    }
+
+
+def body(query: str, mode: str) -> dict:
+    return {"query": query, "k": 10, "mode": mode.split("+")[0], "rerank": mode.endswith("+rerank")}
+
+
+def one_client(url: str, queries: list[str], mode: str) -> list[float]:
+    import httpx
+
+    with httpx.Client(timeout=30) as client:
+        def post(q: str) -> None:
+            client.post(url, json=body(q, mode)).raise_for_status()
+        for q in queries[:5]:
+            post(q)
+        return timed(post, queries)
+
+
+def concurrent(url: str, queries: list[str], mode: str, *, clients: int, max_requests: int,
+               max_seconds: float) -> tuple[float, list[float]]:
+    import httpx
+
+    latencies: list[float] = []
+    counter, lock, deadline = iter(range(max_requests)), threading.Lock(), time.monotonic() + max_seconds
+
+    def worker() -> None:
+        with httpx.Client(timeout=30) as client:
+            while time.monotonic() < deadline:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                start = time.perf_counter()
+                client.post(url, json=body(queries[i % len(queries)], mode)).raise_for_status()
+                with lock:
+                    latencies.append((time.perf_counter() - start) * 1000)
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return len(latencies) / (time.perf_counter() - start), latencies
+
+
+def over_http(config: KbConfig, queries: list[str], *, clients: int, max_requests: int, max_seconds: float) -> dict:
+    import httpx
+
+    from kb_ray.serving.app import start_service, stop_service
+
+    port = free_port()
+    start_service(config, port=port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        health = httpx.get(f"{base}/healthz", timeout=60).json()
+        assert health["ok"] and health["reranker"], health
+        results = {}
+        for mode in MODES:
+            single = one_client(f"{base}/v1/search", queries, mode)
+            qps, multi = concurrent(f"{base}/v1/search", queries, mode, clients=clients,
+                                    max_requests=max_requests, max_seconds=max_seconds)
+            results[mode] = {"single": single, "qps": qps, "multi": multi}
+            print(f"  http {mode}: 1-client p50 {pct(single)[0]:.1f} ms; {clients} clients {qps:.1f} QPS", flush=True)
+        return results
+    finally:
+        stop_service()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- report --------------------------------------------------------------------------------
+
+def machine() -> str:
+    import bm25s
+    import faiss
+    import ray
+    import torch
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    return (f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, ray {ray.__version__}, "
+            f"faiss {faiss.__version__}, bm25s {bm25s.__version__}, torch {torch.__version__}")
+
+
+def render(args, corpus: str, local: dict[str, list[float]], http: dict, index_s: float) -> str:
+    lines = [f"# Query latency ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)", "", f"Machine: {machine()}.", "",
+             f"Corpus: {corpus}. Index build: {index_s:.1f} s.", "",
+             f"## In process ({args.queries} queries, k=10, one thread, warm)", "",
+             "| step | p50 ms | p95 ms |", "| --- | ---: | ---: |"]
+    lines += [f"| {name} | {pct(ms)[0]:.2f} | {pct(ms)[1]:.2f} |" for name, ms in local.items()]
+    lines += ["", f"## Ray Serve over HTTP on 127.0.0.1 ({args.http_queries} sequential requests per mode; "
+              f"then {args.clients} client threads, at most {args.max_requests} requests or {args.max_seconds:.0f} s)",
+              "", f"| mode | 1 client p50 ms | 1 client p95 ms | {args.clients} clients QPS | {args.clients} clients p50 ms "
+              f"| {args.clients} clients p95 ms | in-process p50 ms | Serve overhead (HTTP p50 / in-process p50) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for mode, r in http.items():
+        local_p50 = pct(local[f"search {mode}"])[0]
+        lines.append(f"| {mode} | {pct(r['single'])[0]:.1f} | {pct(r['single'])[1]:.1f} | {r['qps']:.1f} | "
+                     f"{pct(r['multi'])[0]:.1f} | {pct(r['multi'])[1]:.1f} | {local_p50:.1f} | "
+                     f"{pct(r['single'])[0] / local_p50:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+NOTES = """
+Notes: dense vectors in the corpus are random unit vectors stored under the real
+all-MiniLM-L6-v2 fingerprint (query embeddings are real), so dense/hybrid *relevance* is
+meaningless here while their latency is not (flat FAISS cost does not depend on values).
+The reranker is a tiny random-weight cross-encoder (2 layers, hidden 32): its scores mean
+nothing and a real cross-encoder (e.g. MiniLM-L6, 6 layers, hidden 384) costs far more per
+passage, so the rerank rows are a lower bound. The HTTP client threads, the Serve proxy,
+the ingress and the searcher/embedder/reranker replicas all share the same CPUs, so the
+concurrent figures measure a saturated 2-CPU box, not the service alone. Every HTTP
+request is a fresh query embedding (QueryEmbedder, batched up to 16 per call).
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000, help="chunks in the synthetic corpus")
+    parser.add_argument("--queries", type=int, default=200, help="in-process queries")
+    parser.add_argument("--http-queries", type=int, default=100, help="sequential HTTP requests per mode")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--max-requests", type=int, default=400, help="per mode, concurrent phase")
+    parser.add_argument("--max-seconds", type=float, default=20.0, help="per mode, concurrent phase")
+    parser.add_argument("--work-dir", default=None, help="where the catalog goes (default: a temp folder)")
+    args = parser.parse_args()
+    run(args)
+
+
+def run(args) -> None:
+    from kb_ray.embedding.text import TextEmbedder
+    from kb_ray.index import build_index
+    from kb_ray.search.tiny_reranker import build_tiny_cross_encoder
+
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="kb_query_bench_"))
+    rng = np.random.default_rng(0)
+    started = time.perf_counter()
+    texts = synthetic_texts(args.n, rng)
+    fingerprint = TextEmbedder().fingerprint
+    write_catalog(str(work / "kb"), texts, embedder_fp=fingerprint, rng=rng)
+    print(f"catalog: {args.n} chunks written in {time.perf_counter() - started:.1f} s", flush=True)
+    reranker_dir = build_tiny_cross_encoder(work / "tiny_cross_encoder")
+    config = load_config(REPO / "conf" / "local.yaml", overrides=[f"kb_root={work / 'kb'}",
+                                                                   f"search.rerank_model_path={reranker_dir}"])
+    start = time.perf_counter()
+    manifest = build_index(config)
+    index_s = time.perf_counter() - start
+    print(f"index: {manifest.generation_id} ({manifest.rows} chunks, {len(manifest.shards)} shards, "
+          f"dense={manifest.spec.get('dense')}) in {index_s:.1f} s", flush=True)
+    queries = make_queries(texts, max(args.queries, args.http_queries), rng)
+    local = in_process(config, queries[:args.queries])
+    print("in-process done", flush=True)
+    http = over_http(config, queries[:args.http_queries], clients=args.clients, max_requests=args.max_requests,
+                     max_seconds=args.max_seconds)
+    corpus = (f"{args.n:,} synthetic chunks in {args.n // CHUNKS_PER_DOC:,} documents (80-180 Zipf words each), "
+              f"random unit vectors dim {DIM} under the packaged MiniLM fingerprint; "
+              f"{len(manifest.shards)} shards, dense={manifest.spec.get('dense')}, lexical={manifest.lexical_type}, "
+              f"candidates={config.search.candidates} per retriever, rerank_candidates={config.search.rerank_candidates}")
+    text = render(args, corpus, local, http, index_s) + NOTES
+    out = REPO / "benchmarks" / "results" / "query.md"
+    out.write_text(text, encoding="utf-8")
+    print(text)
+    print(f"wrote {out} (total {time.perf_counter() - started:.0f} s)")
+    import ray
+
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
