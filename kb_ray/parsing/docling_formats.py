@@ -53,7 +53,7 @@ class DoclingFormatsParser(Parser):
     """Office and web formats (DOCX, PPTX, XLSX, HTML, Markdown) via Docling."""
 
     name = "docling"
-    version = "1"
+    version = "2"  # 2: inline code kept in backticks, no space before punctuation
     mimes = frozenset(_FORMATS)
 
     def __init__(self) -> None:

@@ -68,7 +68,7 @@ class PdfTextParser(Parser):
     """Reads the text layer of born-digital PDFs; scanned pages need OCR later."""
 
     name = "pdf_text"
-    version = "1"
+    version = "2"  # 2: continuations joined across page/column breaks; images become figures
     mimes = frozenset({"application/pdf"})
 
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
