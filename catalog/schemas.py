@@ -158,6 +158,20 @@ EMBEDDINGS = _table(
     ("vector", pa.list_(pa.float32())),
 )
 
+PAGE_EMBEDDINGS = _table(
+    "page_embeddings",
+    ("embedder_fp", "image_sha"),
+    """Multivector page embeddings (ColQwen family) keyed by page-embedder fingerprint and
+    the sha256 of the rendered page PNG (``pages.image_sha``; the PNG itself lives in the
+    blob store under ``blobs/pages/<sha[:2]>/<sha>.png``). ``vectors`` holds
+    ``n_vectors x dim`` float16 values, row-major little-endian, as one binary blob:
+    Delta Lake has no half-float type, so a list column would have to be float32 (twice
+    the bytes). It is also the page-embedding cache: a page image already embedded by
+    the same embedder is never embedded again.""",
+    ("embedder_fp", pa.string()), ("image_sha", pa.string()), ("n_vectors", pa.int32()),
+    ("dim", pa.int32()), ("dtype", pa.string()), ("vectors", pa.binary()),
+)
+
 INGEST_RUNS = _table(
     "ingest_runs",
     ("run_id",),
@@ -197,7 +211,7 @@ TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
-        EMBEDDINGS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
+        EMBEDDINGS, PAGE_EMBEDDINGS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
     )
 }
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)

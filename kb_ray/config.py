@@ -107,6 +107,7 @@ class SearchSettings(_Settings):
     weights: dict[str, float] = Field(default_factory=dict)  # retriever -> RRF weight (default 1)
     rerank_model_path: str | None = None  # a saved cross-encoder; None: no reranking
     rerank_candidates: int = 30
+    faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes
 
 
 class ServeSettings(_Settings):
@@ -114,6 +115,8 @@ class ServeSettings(_Settings):
     port: int = 8000
     searcher_replicas: int = 1
     embedder_replicas: int = 1
+    embedder_device: str = "cpu"  # the query embedder's own device ("cuda" with embedder_num_gpus > 0)
+    embedder_num_gpus: float = 0.0
     reranker_num_gpus: float = 0.0
 
 

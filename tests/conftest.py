@@ -10,6 +10,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+# S3 tests talk to a local moto server (tests/cluster). Fixed test credentials are set
+# before any Ray instance starts, so its workers inherit them too; they also keep a
+# developer's real AWS keys away from every test.
+TEST_AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_EC2_METADATA_DISABLED": "true"}
+os.environ.update(TEST_AWS_ENV)
+os.environ.pop("AWS_SESSION_TOKEN", None)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GOLDEN_SOURCES = REPO_ROOT / "golden" / "sources"
@@ -24,6 +30,6 @@ def ray_session():
 
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}})
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **TEST_AWS_ENV}})
     yield ray
     ray.shutdown()

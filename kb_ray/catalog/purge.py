@@ -1,7 +1,8 @@
 """``kb-ray purge``: remove tombstoned documents and everything only they referenced.
 
 A tombstone (``active_version_id`` null, ``deleted_at`` set) hides a document at once;
-purge then deletes its rows from every table, and embeddings no remaining chunk uses.
+purge then deletes its rows from every table, embeddings no remaining chunk uses, page
+embeddings no remaining page uses and page PNG blobs no remaining page row names.
 With ``superseded=True`` it also removes versions no document points at any more
 (and their chunks when no remaining version uses them). Deletes go per table, children
 first, so a crash mid-purge leaves only more residue for the next purge, never a
@@ -53,8 +54,24 @@ def purge(catalog: DeltaCatalog, *, superseded: bool = False) -> PurgeReport:
     unused = _ids(catalog, """SELECT embed_text_sha FROM embeddings e WHERE NOT EXISTS
         (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)""")
     report.deleted_rows["embeddings"] = _delete_in(catalog, "embeddings", "embed_text_sha", unused)
+    unused_pages = _ids(catalog, """SELECT DISTINCT image_sha FROM page_embeddings pe WHERE NOT EXISTS
+        (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""")
+    report.deleted_rows["page_embeddings"] = _delete_in(catalog, "page_embeddings", "image_sha", unused_pages)
+    report.deleted_rows["page_blobs"] = _purge_page_blobs(catalog)
     logger.info(report.render())
     return report
+
+
+def _purge_page_blobs(catalog: DeltaCatalog) -> int:
+    """Delete page PNGs no page row names (after the page rows above are gone)."""
+    from kb_ray.pages.blobs import PageBlobStore
+
+    store = PageBlobStore(catalog.kb_root, storage_options=catalog.storage_options)
+    present = store.list_shas()
+    if not present:
+        return 0
+    used = set(_ids(catalog, "SELECT DISTINCT image_sha FROM pages WHERE image_sha IS NOT NULL"))
+    return store.delete([sha for sha in present if sha not in used])
 
 
 def _doomed(catalog: DeltaCatalog, *, superseded: bool) -> tuple[list[str], list[str]]:

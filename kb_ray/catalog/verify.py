@@ -8,10 +8,14 @@ Integrity violations (any one makes verify fail):
 * a version_chunk of an active version whose chunk row is missing, or whose chunk text
   is not the canonical text at its spans;
 * an active chunk with no embedding;
+* a page of an active version that has a rendered image (``image_sha``) but no page
+  embedding. Only pages rendered with ``pages.enabled`` carry an ``image_sha`` (and the
+  ingest embeds every page it renders before the document flips), so a catalog ingested
+  without pages passes trivially: the check needs no config to be meaningful;
 * a key that occurs twice in any table.
 
 Residue (reported, and a failure only with ``strict``): rows nothing live points at —
-versions of deleted documents, chunks of missing documents, unreferenced embeddings.
+versions of deleted documents, chunks of missing documents, unreferenced (page) embeddings.
 After ``purge`` these are all zero.
 """
 
@@ -48,6 +52,10 @@ INTEGRITY_CHECKS: dict[str, str] = {
     "active_chunk_without_embedding": """
         SELECT count(*) FROM active_chunks c
         WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.embed_text_sha = c.embed_text_sha)""",
+    "active_page_without_page_embedding": """
+        SELECT count(*) FROM active_versions v JOIN pages p ON p.version_id = v.version_id
+        WHERE p.image_sha IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM page_embeddings pe WHERE pe.image_sha = p.image_sha)""",
 }
 
 RESIDUE_CHECKS: dict[str, str] = {
@@ -61,6 +69,8 @@ RESIDUE_CHECKS: dict[str, str] = {
         SELECT count(*) FROM elements e WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.version_id = e.version_id)""",
     "unreferenced_embeddings": """
         SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)""",
+    "unreferenced_page_embeddings": """
+        SELECT count(*) FROM page_embeddings pe WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""",
 }
 
 
@@ -99,9 +109,21 @@ def verify_catalog(catalog: DeltaCatalog) -> VerifyReport:
             report.counts[table.name] = _count(connection, f"SELECT count(*) FROM {table.name}")
         for name, sql in RESIDUE_CHECKS.items():
             report.residue[name] = _count(connection, sql)
+        _check_page_blobs(catalog, connection, report)
         return report
     finally:
         connection.close()
+
+
+def _check_page_blobs(catalog: DeltaCatalog, connection, report: VerifyReport) -> None:
+    """Every page image a page row names is in the blob store; blobs no page names are residue."""
+    from kb_ray.pages.blobs import PageBlobStore
+
+    present = set(PageBlobStore(catalog.kb_root, storage_options=catalog.storage_options).list_shas())
+    used = {row[0] for row in connection.execute(
+        "SELECT DISTINCT image_sha FROM pages WHERE image_sha IS NOT NULL").fetchall()}
+    report.violations["page_image_without_blob"] = len(used - present)
+    report.residue["unreferenced_page_blobs"] = len(present - used)
 
 
 def _count(connection, sql: str) -> int:

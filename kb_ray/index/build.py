@@ -29,6 +29,7 @@ from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
 from kb_ray.index.lexical import lexical_index_class, library_version
+from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.manifest import (
     DENSE_FILE, HYDRATION_FILE, INDEX_FORMAT_VERSION, LEXICAL_DIR, MANIFEST_NAME,
     GenerationManifest, ShardInfo, generation_id_for, spec_fingerprint,
@@ -69,11 +70,14 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
     try:
         fp = resolve_embedder_fp(connection, embedder_fp)
         spec = index_spec(config.index)
+        page_fp = resolve_page_embedder_fp(connection, config.pages) if set(PAGE_TABLES) <= set(versions) else None
+        if page_fp:
+            spec["pages"] = {"format": PAGE_INDEX_FORMAT, "embedder_fp": page_fp}
         generation_id = generation_id_for(spec, versions, fp)
         manifest = _existing_manifest(config, generation_id)
         if manifest is None:
             manifest = _build(config, connection, spec=spec, versions=versions, embedder_fp=fp,
-                              generation_id=generation_id)
+                              generation_id=generation_id, page_fp=page_fp)
     finally:
         connection.close()
     _record_generation(catalog, config, manifest)
@@ -84,16 +88,25 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
 
 
 def _resolve_versions(catalog: DeltaCatalog, requested: dict[str, int] | None) -> dict[str, int]:
+    """Versions of the indexed tables; the page tables too (optional when versions are given:
+    a generation recorded before page indexes existed names none and gets no page index)."""
     latest = catalog.table_versions()
     if requested is None:
-        return {name: latest[name] for name in INDEXED_TABLES}
+        return {name: latest[name] for name in INDEXED_TABLES + PAGE_TABLES}
+    if set(PAGE_TABLES) <= set(requested):
+        return {**_resolve_versions(catalog, {n: v for n, v in requested.items() if n not in PAGE_TABLES}),
+                **_check_versions(requested, latest, PAGE_TABLES)}
     missing = [name for name in INDEXED_TABLES if name not in requested]
     if missing:
         raise CatalogError(f"catalog_versions must name {list(INDEXED_TABLES)}; missing {missing}")
-    too_new = {n: requested[n] for n in INDEXED_TABLES if not 0 <= requested[n] <= latest[n]}
+    return _check_versions(requested, latest, INDEXED_TABLES)
+
+
+def _check_versions(requested: dict[str, int], latest: dict[str, int], names: tuple[str, ...]) -> dict[str, int]:
+    too_new = {n: requested[n] for n in names if not 0 <= requested[n] <= latest[n]}
     if too_new:
         raise CatalogError(f"catalog_versions {too_new} do not exist (latest: { {n: latest[n] for n in too_new} })")
-    return {name: int(requested[name]) for name in INDEXED_TABLES}
+    return {name: int(requested[name]) for name in names}
 
 
 def _existing_manifest(config: KbConfig, generation_id: str) -> GenerationManifest | None:
@@ -106,18 +119,20 @@ def _existing_manifest(config: KbConfig, generation_id: str) -> GenerationManife
 
 
 def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int], embedder_fp: str,
-           generation_id: str) -> GenerationManifest:
+           generation_id: str, page_fp: str | None = None) -> GenerationManifest:
     started = time.perf_counter()
     hydration, vector_column = read_index_rows(connection, embedder_fp)
     vectors = _vectors(vector_column)
     staged = generations.staging_dir(config.kb_root, generation_id)
     try:
         shards = _write_shards(staged, hydration, vectors, config.index)
+        pages = build_page_index(staged / PAGES_DIR, connection, page_fp) if page_fp else None
         manifest = GenerationManifest(
             generation_id=generation_id, kind="hybrid", spec=spec, catalog_versions=versions,
             embedder_fp=embedder_fp, dim=int(vectors.shape[1]), lexical_type=config.index.lexical,
-            shards=shards, created_at=datetime.now(timezone.utc).isoformat(),
-            stats={"rows": hydration.num_rows, "build_seconds": round(time.perf_counter() - started, 3)},
+            shards=shards, created_at=datetime.now(timezone.utc).isoformat(), pages=pages,
+            stats={"rows": hydration.num_rows, "pages": pages["rows"] if pages else 0,
+                   "build_seconds": round(time.perf_counter() - started, 3)},
         )
         (staged / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
         generations.publish(staged, config.kb_root, generation_id, storage_options=config.storage_options)

@@ -13,6 +13,7 @@ a local root, uploaded with fsspec on an object store. ``CURRENT`` is replaced a
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -20,7 +21,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from kb_ray.catalog.storage import is_local, join_uri, local_path, normalize_root
+from kb_ray.catalog.storage import fsspec_filesystem, is_local, join_uri, local_path, normalize_root
 from kb_ray.errors import KbRayError
 from kb_ray.index.manifest import MANIFEST_NAME, GenerationManifest
 
@@ -42,9 +43,7 @@ def generation_uri(kb_root: str, generation_id: str) -> str:
 
 
 def _fs(uri: str, storage_options: dict[str, str] | None):
-    import fsspec
-
-    return fsspec.core.url_to_fs(uri, **(storage_options or {}))
+    return fsspec_filesystem(uri, storage_options)
 
 
 def read_text_file(uri: str, storage_options: dict[str, str] | None = None) -> str | None:
@@ -52,7 +51,10 @@ def read_text_file(uri: str, storage_options: dict[str, str] | None = None) -> s
         path = Path(local_path(uri))
         return path.read_text(encoding="utf-8") if path.is_file() else None
     fs, path = _fs(uri, storage_options)
-    return fs.cat_file(path).decode("utf-8") if fs.exists(path) else None
+    try:
+        return fs.cat_file(path).decode("utf-8")
+    except FileNotFoundError:
+        return None
 
 
 def read_current(kb_root: str, *, storage_options: dict[str, str] | None = None) -> str | None:
@@ -137,13 +139,45 @@ def publish(staged: Path, kb_root: str, generation_id: str, *, storage_options: 
     shutil.rmtree(staged, ignore_errors=True)
 
 
-def local_generation_dir(kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None) -> Path:
-    """A local folder holding the generation's files (downloaded once for remote roots)."""
+def local_generation_dir(kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None,
+                         cache_root: str | Path | None = None) -> Path:
+    """A local folder holding the generation's files (downloaded once for remote roots).
+
+    FAISS and BM25 load from local files, so a remote generation is copied into
+    ``cache_root`` (default: ``KB_RAY_INDEX_CACHE`` or ``<tmp>/kb_ray_index_cache``) under a
+    folder named by its URI: the same generation id under two kb_roots never shares one.
+    The copy is made in a temporary folder and renamed into place, so a folder that
+    exists is complete (generations are immutable once published).
+    """
     uri = generation_uri(kb_root, generation_id)
     if is_local(uri):
         return Path(local_path(uri))
-    cache = Path(tempfile.gettempdir()) / "kb_ray_index_cache" / generation_id
-    if not (cache / MANIFEST_NAME).is_file():
-        fs, path = _fs(uri, storage_options)
-        fs.get(path, str(cache), recursive=True)
+    root = Path(cache_root or os.environ.get("KB_RAY_INDEX_CACHE") or Path(tempfile.gettempdir()) / "kb_ray_index_cache")
+    cache = root / f"{generation_id}-{hashlib.sha256(uri.encode()).hexdigest()[:12]}"
+    if (cache / MANIFEST_NAME).is_file():
+        return cache
+    shutil.rmtree(cache, ignore_errors=True)  # a copy left incomplete by an older kb-ray
+    root.mkdir(parents=True, exist_ok=True)
+    download = Path(tempfile.mkdtemp(prefix=f".{cache.name}.", dir=root))
+    try:
+        _download(uri, download, storage_options)
+        os.replace(download, cache)
+    except OSError:
+        if not (cache / MANIFEST_NAME).is_file():
+            raise
+    finally:
+        shutil.rmtree(download, ignore_errors=True)  # gone after the rename, or the loser's copy
     return cache
+
+
+def _download(uri: str, target: Path, storage_options: dict[str, str] | None) -> None:
+    fs, path = _fs(uri, storage_options)
+    path = path.rstrip("/")
+    files = [name for name in fs.find(path) if not name.endswith("/")]
+    if f"{path}/{MANIFEST_NAME}" not in files:
+        raise GenerationError(f"index generation at {uri} has no {MANIFEST_NAME}: it is incomplete or was dropped")
+    for name in files:
+        local = target / name[len(path) + 1:]
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fs.get_file(name, str(local))
+    logger.info("downloaded index generation %s (%d files) to %s", uri, len(files), target)

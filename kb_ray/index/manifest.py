@@ -46,6 +46,7 @@ class GenerationManifest:
     shards: list[ShardInfo]
     created_at: str
     stats: dict[str, Any] = field(default_factory=dict)
+    pages: dict[str, Any] | None = None  # the page index (kb_ray.index.pages), when page embeddings exist
 
     @property
     def rows(self) -> int:

@@ -41,8 +41,11 @@ _ACTIVE_CHUNKS = """
 
 def open_session(catalog: DeltaCatalog, versions: dict[str, int]) -> duckdb.DuckDBPyConnection:
     connection = duckdb.connect(":memory:")
-    for name in INDEXED_TABLES:
-        connection.register(name, catalog.dataset(name, version=versions[name]))
+    # As in kb_ray.catalog.sql: a string filter pushed into a Delta Arrow dataset with
+    # string_view columns silently matched nothing (seen on elements.layer); keep filters in DuckDB.
+    connection.execute("SET disabled_optimizers = 'filter_pushdown'")
+    for name, version in versions.items():
+        connection.register(name, catalog.dataset(name, version=version))
     return connection
 
 

@@ -1,6 +1,6 @@
 """The driver side of a micro-batch: commit what the workers wrote, then flip documents.
 
-Order matters (DESIGN §4): data rows first (embeddings, chunks, elements, pages,
+Order matters (DESIGN §4): data rows first (embeddings, page embeddings, chunks, elements, pages,
 version_chunks), ``versions`` after them (so a version row proves its rows are all there),
 then ``documents`` — the commit point that makes the batch visible — then ``sources`` and
 ``ingest_log``. Every commit carries the app transaction (``ingest:{run_id}``, batch
@@ -29,6 +29,8 @@ from kb_ray.ingest.rows import from_ipc, to_table
 logger = logging.getLogger(__name__)
 DATA_TABLE_ORDER = ("chunks", "elements", "pages", "version_chunks", "versions")
 VERSION_KEYED = ("elements", "pages", "version_chunks", "versions")
+COUNT_KEYS = ("chunks_new", "chunks_reused", "embeddings_computed", "embeddings_cached", "pages_rendered",
+              "page_embeddings_computed", "page_embeddings_cached")
 
 
 @dataclass
@@ -50,12 +52,13 @@ class MicroBatchCommitter:
         summary = from_ipc(batch["summary_ipc"])
         files = [DataFile(**entry) for entry in json.loads(batch["files_json"])]
         self._commit_embeddings(from_ipc(batch["embeddings_ipc"]), batch_no)
+        if batch.get("page_embeddings_ipc"):
+            self._commit_page_embeddings(from_ipc(batch["page_embeddings_ipc"]), batch_no)
         self._commit_data_files(files, json.loads(batch["version_ids_json"]), batch_no)
         self._flip_documents(summary, batch_no)
         self.record_sources(summary, batch_no=batch_no)
         self.log(summary, batch_no=batch_no)
-        counts = {key: int(batch[key]) for key in ("chunks_new", "chunks_reused", "embeddings_computed",
-                                                   "embeddings_cached")}
+        counts = {key: int(batch.get(key) or 0) for key in COUNT_KEYS}
         return BatchOutcome(summary=summary, counts=counts)
 
     def _commit_embeddings(self, vectors: pa.Table, batch_no: int) -> None:
@@ -67,6 +70,17 @@ class MicroBatchCommitter:
         fresh = vectors.filter(pc.invert(pc.is_in(vectors.column("embed_text_sha"), found.column("embed_text_sha"))))
         if fresh.num_rows:
             self.catalog.append("embeddings", fresh, app_id=self.app_id, app_version=batch_no)
+
+    def _commit_page_embeddings(self, vectors: pa.Table, batch_no: int) -> None:
+        """Append page multivectors no other batch committed yet (content-addressed, idempotent)."""
+        if not vectors.num_rows:
+            return
+        fp = vectors.column("embedder_fp")[0].as_py()
+        found = self.catalog.read("page_embeddings", columns=["image_sha"], filter=(
+            (pc.field("embedder_fp") == fp) & pc.field("image_sha").isin(vectors.column("image_sha"))))
+        fresh = vectors.filter(pc.invert(pc.is_in(vectors.column("image_sha"), found.column("image_sha"))))
+        if fresh.num_rows:
+            self.catalog.append("page_embeddings", fresh, app_id=self.app_id, app_version=batch_no)
 
     def _commit_data_files(self, files: list[DataFile], version_ids: list[str], batch_no: int) -> None:
         for table_name in DATA_TABLE_ORDER:

@@ -1,9 +1,11 @@
 """List sources as a stream of Arrow batches (one directory at a time, through fsspec).
 
 The driver never holds per-file Python objects for the whole corpus: each directory's
-listing becomes an Arrow record batch right away, and ids are computed by DuckDB in the
-planner. Keys are normalized URIs: absolute POSIX paths for local files,
-``scheme://bucket/key`` otherwise.
+listing (paged by the filesystem; s3fs pages through ListObjectsV2) becomes an Arrow
+record batch right away, and ids are computed by DuckDB in the planner. Keys are
+normalized URIs: absolute POSIX paths for local files, ``scheme://bucket/key`` otherwise.
+Object stores are reached with the config's ``storage_options`` through
+:func:`kb_ray.catalog.storage.fsspec_filesystem`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kb_ray.catalog.storage import fsspec_filesystem
 from kb_ray.errors import SourceError
 
 LISTING_SCHEMA = pa.schema([
@@ -25,9 +28,8 @@ LISTING_SCHEMA = pa.schema([
 
 
 def _filesystem(source: str, storage_options: dict[str, str]) -> tuple[fsspec.AbstractFileSystem, str]:
-    protocol = source.split("://", 1)[0] if "://" in source else "file"
-    fs = fsspec.filesystem(protocol, **(storage_options if protocol != "file" else {}))
-    return fs, fs._strip_protocol(source)
+    fs, path = fsspec_filesystem(source, storage_options)
+    return fs, fs._strip_protocol(path)
 
 
 def _uri(fs: fsspec.AbstractFileSystem, path: str) -> str:

@@ -37,7 +37,8 @@ def start_ray(config: KbConfig) -> bool:
 
 
 def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str):
-    """todo rows → parse (CPU actor pool) → embed + write data files (embedding actor pool).
+    """todo rows → parse (CPU actor pool) → [render pages → page-embed (actor pools), when
+    ``pages.enabled``] → embed + write data files (embedding actor pool).
 
     The output has one row per micro-batch for the driver to commit."""
     import ray
@@ -52,14 +53,32 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str):
         ParseStage, batch_format="pyarrow", batch_size=parse.batch_size,
         compute=ActorPoolStrategy(size=parse.concurrency), num_cpus=parse.num_cpus, num_gpus=parse.num_gpus,
         fn_constructor_kwargs={"kb_root": config.kb_root, "storage_options": config.storage_options,
-                               "parse": config.parse, "chunking": config.chunking, "run_id": run_id},
+                               "parse": config.parse, "chunking": config.chunking, "run_id": run_id,
+                               "keep_raw_for_pages": config.pages.enabled},
     )
+    if config.pages.enabled:
+        dataset = _page_stages(dataset, config)
     return dataset.map_batches(
         EmbedWriteStage, batch_format="pyarrow", batch_size=config.ingest.micro_batch_docs,
         compute=ActorPoolStrategy(size=embed.concurrency), num_cpus=embed.num_cpus, num_gpus=embed.num_gpus,
         fn_constructor_kwargs={"kb_root": config.kb_root, "storage_options": config.storage_options,
                                "embedding": config.embedding},
     )
+
+
+def _page_stages(dataset, config: KbConfig):
+    """Render (CPU pool) then page-embed (GPU pool when ``ray.page_embed.num_gpus`` > 0)."""
+    from ray.data import ActorPoolStrategy
+
+    from kb_ray.ingest.page_stages import PageEmbedStage, RenderStage
+
+    kwargs = {"kb_root": config.kb_root, "storage_options": config.storage_options, "pages": config.pages}
+    for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
+        dataset = dataset.map_batches(
+            stage, batch_format="pyarrow", batch_size=resources.batch_size,
+            compute=ActorPoolStrategy(size=resources.concurrency), num_cpus=resources.num_cpus,
+            num_gpus=resources.num_gpus, fn_constructor_kwargs=kwargs)
+    return dataset
 
 
 def _slices(total: int, parts: int) -> list[tuple[int, int]]:

@@ -17,6 +17,8 @@ class IngestReport:
         ("seen", "new", "changed", "unchanged", "failed", "deleted"), 0))
     chunks: dict[str, int] = field(default_factory=lambda: {"new": 0, "reused": 0})
     embeddings: dict[str, int] = field(default_factory=lambda: {"computed": 0, "cached": 0})
+    page_images: dict[str, int] = field(default_factory=lambda: {"rendered": 0, "noted": 0})
+    page_embeddings: dict[str, int] = field(default_factory=lambda: {"computed": 0, "cached": 0})
     parses: int = 0
     pages: int = 0
     micro_batches: int = 0
@@ -32,6 +34,8 @@ class IngestReport:
         self.pages += sum(int(row.get("n_pages") or 0) for row in rows if row.get("parsed"))
         self.stage_seconds["parse"] += sum(float(row.get("parse_seconds") or 0) for row in rows)
         self.stage_seconds["document_total"] += sum(float(row.get("total_seconds") or 0) for row in rows)
+        self.page_images["noted"] += sum(1 for row in rows if row["action"] != "failed"
+                                         and (row.get("error") or "").startswith("pages:"))
         self.failures += [{"uri": row["uri"], "error": row.get("error") or ""} for row in rows
                           if row["action"] == "failed"]
 
@@ -40,6 +44,9 @@ class IngestReport:
         self.chunks["reused"] += counts.get("chunks_reused", 0)
         self.embeddings["computed"] += counts.get("embeddings_computed", 0)
         self.embeddings["cached"] += counts.get("embeddings_cached", 0)
+        self.page_images["rendered"] += counts.get("pages_rendered", 0)
+        self.page_embeddings["computed"] += counts.get("page_embeddings_computed", 0)
+        self.page_embeddings["cached"] += counts.get("page_embeddings_cached", 0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,6 +61,10 @@ class IngestReport:
             f"  chunks     new {c['new']}  reused {c['reused']}",
             f"  embeddings computed {e['computed']}  cached {e['cached']}",
         ]
+        if any(self.page_images.values()) or any(self.page_embeddings.values()):
+            p, pe = self.page_images, self.page_embeddings
+            lines.append(f"  page images rendered {p['rendered']} (limits noted on {p['noted']} documents)"
+                         f"  page embeddings computed {pe['computed']}  cached {pe['cached']}")
         lines += [f"  FAILED {f['uri']}: {f['error']}" for f in self.failures[:20]]
         if len(self.failures) > 20:
             lines.append(f"  … and {len(self.failures) - 20} more (see: kb-ray sql --query failure_reasons)")

@@ -32,6 +32,10 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None) -> In
         raise SourceError("no sources to ingest: set ingest.sources in the config or pass --source")
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options)
     check_embedder(catalog, config)
+    if config.pages.enabled:  # fail before Ray starts when the page model is missing
+        from kb_ray.pages.embedder import page_embedder_fingerprint
+
+        page_embedder_fingerprint(config.pages)
     report = IngestReport(run_id=f"run_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:8]}")
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
     committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches)

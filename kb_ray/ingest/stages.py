@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.storage import fsspec_options
 from kb_ray.config import ChunkingSettings, EmbeddingSettings, ParseSettings
 from kb_ray.ingest.rows import VERSION_TABLES, concat_ipc, to_ipc, to_table, version_tables
 from kb_ray.processing import DocumentProcessor
@@ -37,14 +38,18 @@ SUMMARY_SCHEMA = pa.schema([
     ("n_pages", pa.int32()),
 ])
 SUMMARY_COLUMNS = tuple(SUMMARY_SCHEMA.names)
-PARSE_OUTPUT_SCHEMA = pa.schema(list(SUMMARY_SCHEMA) + [(f"{name}_ipc", pa.binary()) for name in VERSION_TABLES])
+PARSE_OUTPUT_SCHEMA = pa.schema(list(SUMMARY_SCHEMA) + [(f"{name}_ipc", pa.binary()) for name in VERSION_TABLES]
+                                + [("raw", pa.binary())])  # raw bytes only for the page renderer
+PAGE_COUNT_COLUMNS = ("pages_rendered", "page_embeddings_computed", "page_embeddings_cached")
+RENDERED_MIMES = frozenset({"application/pdf"})
 
 
 class ParseStage:
     def __init__(self, *, kb_root: str, storage_options: dict[str, str], parse: ParseSettings,
-                 chunking: ChunkingSettings, run_id: str) -> None:
+                 chunking: ChunkingSettings, run_id: str, keep_raw_for_pages: bool = False) -> None:
         self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
         self.storage_options = storage_options
+        self.keep_raw_for_pages = keep_raw_for_pages
         self.processor = DocumentProcessor(parse=parse, chunking=chunking)
         self.run_id = run_id
         self.fingerprints = {"parser": self.processor.router.fingerprint,
@@ -109,11 +114,14 @@ class ParseStage:
                    error=version.error, title=version.title, mime=version.mime, parsed=True,
                    parse_seconds=version.stats.get("parse_seconds", 0.0), n_chunks=len(version.chunks),
                    n_pages=len(version.pages))
+        if self.keep_raw_for_pages and not failed and version.mime in RENDERED_MIMES and version.pages:
+            out["raw"] = row["data"]  # the page renderer needs the bytes; it drops them
         return out
 
 
 def _remote_options(uri: str, storage_options: dict[str, str]) -> dict[str, Any]:
-    return dict(storage_options) if "://" in uri else {}
+    """``fsspec.open`` arguments for a source URI (s3fs endpoint, region, credentials)."""
+    return fsspec_options(uri, storage_options)
 
 
 class EmbedWriteStage:
@@ -134,13 +142,17 @@ class EmbedWriteStage:
         vectors, counts = self._embed_missing(chunks)
         new_chunks = self._drop_known_chunks(chunks)
         counts.update(chunks_new=new_chunks.num_rows, chunks_reused=chunks.num_rows - new_chunks.num_rows)
+        counts.update({name: int(pc.sum(batch.column(name)).as_py() or 0) for name in PAGE_COUNT_COLUMNS
+                       if name in columns})
+        page_vectors = concat_ipc(batch.column("page_embeddings_ipc").to_pylist()
+                                  if "page_embeddings_ipc" in columns else [], "page_embeddings")
         tables["chunks"] = new_chunks.drop_columns(["embed_text"])
         files = [self.catalog.write_data_file(name, table).__dict__ for name, table in tables.items() if table.num_rows]
         summary = batch.select(list(SUMMARY_COLUMNS))
         return pa.Table.from_pylist([{
             "batch_id": uuid.uuid4().hex, "files_json": json.dumps(files),
             "version_ids_json": json.dumps(tables["versions"].column("version_id").to_pylist()), "embeddings_ipc": to_ipc(vectors),
-            "summary_ipc": to_ipc(summary), **counts,
+            "page_embeddings_ipc": to_ipc(page_vectors), "summary_ipc": to_ipc(summary), **counts,
         }])
 
     def _with_embed_shas(self, chunks: pa.Table) -> pa.Table:

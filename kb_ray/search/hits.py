@@ -34,7 +34,7 @@ def hydrate(candidate: Candidate, shard: SearchShard, *, score: float) -> dict[s
     """The hit dict the API returns; ``quote`` is the canonical text at the chunk's spans."""
     row = shard.hydration.slice(candidate.row, 1).to_pylist()[0]
     return {
-        "chunk_id": row["chunk_id"], "document_id": row["document_id"], "version_id": row["version_id"],
+        "kind": "chunk", "chunk_id": row["chunk_id"], "document_id": row["document_id"], "version_id": row["version_id"],
         "title": row["title"], "uri": row["uri"], "collection": row["collection"], "mime": row["mime"],
         "score": score, "ranks": dict(candidate.ranks), "scores": dict(candidate.scores),
         "text": row["text"], "quote": row["text"],

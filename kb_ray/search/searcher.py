@@ -28,13 +28,16 @@ from kb_ray.search.filters import parse_filters
 from kb_ray.search.fusion import rrf
 from kb_ray.search.gate import ActivePointers
 from kb_ray.search.hits import Candidate, gather, hydrate
+from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import CrossEncoderReranker, Reranker
 from kb_ray.search.shard import SearchShard
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["dense", "lexical", "hybrid"]
-MODES = ("dense", "lexical", "hybrid")
+Mode = Literal["dense", "lexical", "hybrid", "page", "hybrid+page"]
+MODES = ("dense", "lexical", "hybrid", "page", "hybrid+page")
+DENSE_MODES, LEXICAL_MODES, PAGE_MODES = ("dense", "hybrid", "hybrid+page"), ("lexical", "hybrid", "hybrid+page"), \
+    ("page", "hybrid+page")
 
 
 @dataclass
@@ -55,6 +58,7 @@ class SearchResult:
 class _Loaded:
     manifest: GenerationManifest
     shards: list[SearchShard]
+    pages: PageIndex | None = None
 
 
 class _Timer:
@@ -75,8 +79,9 @@ class HybridSearcher:
     """Searches the live (or a pinned) index generation of one knowledge base."""
 
     def __init__(self, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
-                 embedder: Any = None, gate_max_age_s: float = 2.0) -> None:
+                 embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None) -> None:
         self.config = config
+        self._page_embedder = page_embedder
         self.pinned = generation_id
         self.catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
         self.gate = ActivePointers(self.catalog, max_age_s=gate_max_age_s)
@@ -87,12 +92,12 @@ class HybridSearcher:
 
     @classmethod
     def open(cls, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
-             embedder: Any = None, gate_max_age_s: float = 2.0) -> HybridSearcher:
+             embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None) -> HybridSearcher:
         """Load the live generation (or ``generation_id``); a reranker comes from config if set."""
         if reranker is None and config.search.rerank_model_path:
             reranker = CrossEncoderReranker(config.search.rerank_model_path)
         return cls(config, generation_id=generation_id, reranker=reranker, embedder=embedder,
-                   gate_max_age_s=gate_max_age_s)
+                   gate_max_age_s=gate_max_age_s, page_embedder=page_embedder)
 
     @property
     def generation(self) -> str:
@@ -121,39 +126,52 @@ class HybridSearcher:
         manifest = load_manifest(self.config.kb_root, generation_id, storage_options=options)
         folder = local_generation_dir(self.config.kb_root, generation_id, storage_options=options)
         shards = [SearchShard.load(folder, info, manifest.lexical_type) for info in manifest.shards]
-        logger.info("loaded generation %s (%d chunks, %d shards)", generation_id, manifest.rows, len(shards))
-        return _Loaded(manifest, shards)
+        pages = PageIndex.load(folder, manifest.pages) if manifest.pages else None
+        logger.info("loaded generation %s (%d chunks, %d shards, %d pages)", generation_id, manifest.rows,
+                    len(shards), manifest.pages["rows"] if manifest.pages else 0)
+        return _Loaded(manifest, shards, pages)
 
     # -- searching ---------------------------------------------------------------------
 
     def search(self, query: str = "", *, k: int | None = None, mode: Mode = "hybrid",
                filters: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,
-               rerank: bool | None = None) -> SearchResult:
-        """Top ``k`` hits with citations; ``rerank=None`` reranks when a reranker is set."""
+               rerank: bool | None = None, query_multivector: np.ndarray | None = None) -> SearchResult:
+        """Top ``k`` hits with citations; ``rerank=None`` reranks when a reranker is set.
+
+        Page modes embed the query with the page embedder unless ``query_multivector`` is given."""
         loaded, timer = self._loaded, _Timer()
-        k = self._validate(query, k=k, mode=mode, query_vector=query_vector, manifest=loaded.manifest)
-        masks = self._masks(loaded, filters)
+        k = self._validate(query, k=k, mode=mode, query_vector=query_vector, loaded=loaded,
+                           query_multivector=query_multivector)
+        masks, page_mask = self._masks(loaded, filters)
         timer.lap("filter")
         do_rerank = self.reranker is not None and rerank is not False
         if rerank and self.reranker is None:
             raise SearchRequestError("rerank was requested but no reranker is configured (search.rerank_model_path)")
         n = max(self.config.search.candidates, k, self.config.search.rerank_candidates if do_rerank else 0)
         ranked = self._retrieve(loaded, query, mode=mode, n=n, masks=masks, query_vector=query_vector, timer=timer)
+        if mode in PAGE_MODES:
+            ranked["page"] = self._page_retrieve(loaded, query, n=n, mask=page_mask, given=query_multivector)
+            timer.lap("page")
         candidates = self._fuse(ranked)
         timer.lap("fuse")
         if do_rerank:
             candidates = self._rerank(query, candidates, loaded)
             timer.lap("rerank")
-        hits = [hydrate(c, loaded.shards[c.shard], score=self._final_score(c, do_rerank)) for c in candidates[:k]]
+        hits = [self._hydrate(c, loaded, query, do_rerank) for c in candidates[:k]]
         timer.lap("hydrate")
         return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
                             reranked=do_rerank, timing_ms=timer.total())
 
     def _validate(self, query: str, *, k: int | None, mode: str, query_vector: np.ndarray | None,
-                  manifest: GenerationManifest) -> int:
+                  loaded: _Loaded, query_multivector: np.ndarray | None) -> int:
+        manifest = loaded.manifest
         if mode not in MODES:
             raise SearchRequestError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
-        needs_text = mode != "dense" or query_vector is None
+        if mode in PAGE_MODES and loaded.pages is None:
+            raise SearchRequestError(f"generation {manifest.generation_id} has no page index: ingest with "
+                                     "pages.enabled=true, then build_index")
+        needs_text = not ((mode == "dense" and query_vector is not None)
+                          or (mode == "page" and query_multivector is not None))
         if not isinstance(query, str) or (needs_text and not query.strip()):
             raise SearchRequestError("the query is empty: pass a non-empty query string"
                                      + (" (or a query_vector in dense mode)" if mode == "dense" else ""))
@@ -165,21 +183,23 @@ class HybridSearcher:
                                      f"generation {manifest.generation_id} has {manifest.dim}")
         return k
 
-    def _masks(self, loaded: _Loaded, filters: dict[str, Any] | None) -> list[np.ndarray]:
+    def _masks(self, loaded: _Loaded, filters: dict[str, Any] | None) -> tuple[list[np.ndarray], np.ndarray | None]:
         search_filter = parse_filters(filters, filterable_metadata=self.config.index.filterable_metadata)
         token, active = self.gate.snapshot()
-        return [shard.mask(search_filter, gate_token=token, active_versions=active) for shard in loaded.shards]
+        masks = [shard.mask(search_filter, gate_token=token, active_versions=active) for shard in loaded.shards]
+        pages = loaded.pages.mask(search_filter, gate_token=token, active_versions=active) if loaded.pages else None
+        return masks, pages
 
     def _retrieve(self, loaded: _Loaded, query: str, *, mode: str, n: int, masks: list[np.ndarray],
                   query_vector: np.ndarray | None, timer: _Timer) -> dict[str, list]:
         ranked: dict[str, list] = {}
-        if mode in ("dense", "hybrid"):
+        if mode in DENSE_MODES:
             vector = self._query_vector(query, query_vector, loaded.manifest)
             timer.lap("embed")
             per_shard = [(s, s.dense(vector, n, m)) for s, m in zip(loaded.shards, masks)]
             ranked["dense"] = gather(per_shard, n)
             timer.lap("dense")
-        if mode in ("lexical", "hybrid"):
+        if mode in LEXICAL_MODES:
             per_shard = [(s, s.lexical(query, n, m)) for s, m in zip(loaded.shards, masks)]
             ranked["lexical"] = gather(per_shard, n)
             timer.lap("lexical")
@@ -194,6 +214,31 @@ class HybridSearcher:
                              f"but the configured embedder is {embedder.fingerprint}: rebuild the index or "
                              "restore the embedding settings")
         return embedder.embed_query(query)
+
+    def _page_retrieve(self, loaded: _Loaded, query: str, *, n: int, mask: np.ndarray,
+                       given: np.ndarray | None) -> list:
+        if given is None:
+            embedder = self._get_page_embedder()
+            if embedder.fingerprint != loaded.pages.embedder_fp:
+                raise KbRayError(f"generation {loaded.manifest.generation_id} indexed pages of page embedder "
+                                 f"{loaded.pages.embedder_fp} but the configured one is {embedder.fingerprint}: "
+                                 "rebuild the index or restore the pages settings")
+            given = embedder.embed_queries([query])[0]
+        return loaded.pages.search(np.asarray(given, np.float32), n, mask, shortlist=self.config.pages.shortlist)
+
+    def _get_page_embedder(self) -> Any:
+        if self._page_embedder is None:
+            from kb_ray.pages.embedder import PageEmbedder
+
+            self._page_embedder = PageEmbedder(self.config.pages)
+        return self._page_embedder
+
+    def _hydrate(self, candidate: Candidate, loaded: _Loaded, query: str, reranked: bool) -> dict[str, Any]:
+        score = self._final_score(candidate, reranked)
+        if candidate.shard == PAGE_SHARD:
+            return loaded.pages.hydrate(candidate.row, query=query, score=score, ranks=candidate.ranks,
+                                        scores=candidate.scores)
+        return hydrate(candidate, loaded.shards[candidate.shard], score=score)
 
     def _get_embedder(self) -> Any:
         if self._embedder is None:
@@ -212,8 +257,8 @@ class HybridSearcher:
                      for name, items in ranked.items()}
         candidates = []
         for fused_rank, (cid, score) in enumerate(fused, 1):
-            ranks: dict[str, int | None] = {"dense": None, "lexical": None, "fused": fused_rank, "rerank": None}
-            scores: dict[str, float | None] = {"dense": None, "lexical": None, "fused": score, "rerank": None}
+            ranks: dict[str, int | None] = {"dense": None, "lexical": None, **dict.fromkeys(ranked), "fused": fused_rank, "rerank": None}
+            scores: dict[str, float | None] = {"dense": None, "lexical": None, **dict.fromkeys(ranked), "fused": score, "rerank": None}
             for name, found in positions.items():
                 if cid in found:
                     ranks[name], scores[name] = found[cid]
@@ -222,7 +267,8 @@ class HybridSearcher:
 
     def _rerank(self, query: str, candidates: list[Candidate], loaded: _Loaded) -> list[Candidate]:
         head = candidates[: self.config.search.rerank_candidates]
-        texts = [loaded.shards[c.shard].hydration.column("text")[c.row].as_py() for c in head]
+        texts = [loaded.pages.text(c.row) if c.shard == PAGE_SHARD
+                 else loaded.shards[c.shard].hydration.column("text")[c.row].as_py() for c in head]
         scores = self.reranker.score(query, texts)
         order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].ranks["fused"]))
         reranked = []

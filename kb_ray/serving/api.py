@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Mode = Literal["hybrid", "dense", "lexical"]
+Mode = Literal["hybrid", "dense", "lexical", "page", "hybrid+page"]
 
 
 class SearchRequest(BaseModel):

@@ -16,7 +16,8 @@ def build_app(config: KbConfig):
     from kb_ray.serving.deployments import QueryEmbedder, RerankerDeployment, SearchIngress, ShardSearcher
 
     s = config.serve
-    embedder = QueryEmbedder.options(num_replicas=s.embedder_replicas, ray_actor_options={"num_cpus": 0.25}).bind(config)
+    embedder = QueryEmbedder.options(num_replicas=s.embedder_replicas, ray_actor_options={
+        "num_cpus": 0.25, "num_gpus": s.embedder_num_gpus}).bind(config)
     searcher = ShardSearcher.options(num_replicas=s.searcher_replicas, ray_actor_options={"num_cpus": 0.25}).bind(config)
     reranker = None
     if config.search.rerank_model_path:

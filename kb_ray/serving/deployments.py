@@ -3,7 +3,11 @@
 * ``QueryEmbedder`` — batches concurrent queries into one embedding call.
 * ``ShardSearcher`` — dense + lexical search with filters and the hydration gate over the
   live generation's shards (scatter-gather across shards inside one replica); follows
-  ``CURRENT`` so a new generation is served without a restart.
+  ``CURRENT`` so a new generation is served without a restart. It also holds the
+  generation's page index and, for ``page`` / ``hybrid+page`` modes, the page embedder:
+  the query multivector is computed inside the replica (``embed_queries`` takes a batch,
+  but requests are not yet batched across callers; a ``@serve.batch`` page-query
+  deployment is the next step when page search gets traffic).
 * ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
 * ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx.
 """
@@ -33,7 +37,7 @@ class QueryEmbedder:
         from kb_ray.embedding.text import TextEmbedder
 
         e = config.embedding
-        self.embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=e.device,
+        self.embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=config.serve.embedder_device,
                                      normalize=e.normalize, num_threads=e.num_threads, batch_size=e.batch_size)
 
     def fingerprint(self) -> str:
@@ -49,7 +53,7 @@ class ShardSearcher:
     def __init__(self, config: KbConfig) -> None:
         from kb_ray.search.searcher import HybridSearcher
 
-        self.searcher = HybridSearcher.open(config, reranker=None)
+        self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
         self._checked = time.monotonic()
 
     def generation(self) -> dict[str, str]:
@@ -103,7 +107,8 @@ class SearchIngress:
             raise HTTPException(400, "rerank was requested but no reranker is configured (search.rerank_model_path)")
         if not request.query.strip():
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
-        vector = await self.embedder.embed.remote(request.query) if request.mode != "lexical" else None
+        needs_vector = request.mode in ("dense", "hybrid", "hybrid+page")
+        vector = await self.embedder.embed.remote(request.query) if needs_vector else None
         embed_ms = (time.perf_counter() - started) * 1000
         body = request.model_dump()
         body["k"] = max(request.k, self.config.search.rerank_candidates) if rerank else request.k

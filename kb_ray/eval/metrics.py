@@ -1,0 +1,106 @@
+"""Eval metrics. Ranking metrics come from ``ir-measures`` (trec_eval's implementation via
+pytrec_eval); span, citation and score-distribution metrics are small and local.
+
+Relevance is binary (grade 1): a chunk is relevant to a query if one of its spans overlaps
+a gold quote span. Recall@k is the fraction of a query's relevant chunks in the top k
+(a multi-part question with quotes in two chunks needs both for recall 1).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+
+try:
+    import ir_measures
+    from ir_measures import RR, R, nDCG
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("kb_ray.eval needs ir-measures: pip install 'kb-ray[eval]' (or pip install ir-measures)") from exc
+
+Span = tuple[int, int]
+RANKING_MEASURES = {"recall@1": R @ 1, "recall@5": R @ 5, "recall@10": R @ 10, "recall@20": R @ 20,
+                    "mrr": RR, "ndcg@10": nDCG @ 10}
+_TOKEN = re.compile(r"\w+")
+
+
+def ranking_metrics(qrels: Mapping[str, set[str]], run: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
+    """Per query with at least one relevant chunk: Recall@1/5/10/20, MRR, nDCG@10.
+
+    ``run`` lists chunk ids best first; a query without hits (or missing from ``run``)
+    scores 0 on everything instead of silently dropping out of the average."""
+    judged = {qid: docs for qid, docs in qrels.items() if docs}
+    per_query = {qid: dict.fromkeys(RANKING_MEASURES, 0.0) for qid in judged}
+    qrel_rows = [ir_measures.Qrel(qid, doc, 1) for qid, docs in judged.items() for doc in sorted(docs)]
+    run_rows = [ir_measures.ScoredDoc(qid, doc, float(len(ranked) - rank))
+                for qid, ranked in run.items() if qid in judged for rank, doc in enumerate(_unique(ranked))]
+    names = {str(measure): name for name, measure in RANKING_MEASURES.items()}
+    for metric in ir_measures.iter_calc(list(RANKING_MEASURES.values()), qrel_rows, run_rows):
+        per_query[metric.query_id][names[str(metric.measure)]] = float(metric.value)
+    return per_query
+
+
+def _unique(ranked: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(ranked))
+
+
+def token_offsets(text: str) -> tuple[list[int], list[int]]:
+    """Start and end offsets of the word tokens (``\\w+``, Unicode-aware) of ``text``."""
+    matches = list(_TOKEN.finditer(text))
+    return [m.start() for m in matches], [m.end() for m in matches]
+
+
+def tokens_in(offsets: tuple[list[int], list[int]], spans: Iterable[Span]) -> set[int]:
+    """Indexes of the tokens that overlap any of ``spans``."""
+    starts, ends = offsets
+    found: set[int] = set()
+    for start, end in spans:
+        i = bisect.bisect_right(ends, start)
+        while i < len(starts) and starts[i] < end:
+            found.add(i)
+            i += 1
+    return found
+
+
+def span_scores(retrieved: Mapping[str, list[Span]], gold: Mapping[str, list[Span]],
+                offsets: Mapping[str, tuple[list[int], list[int]]]) -> dict[str, float]:
+    """Token-level precision, recall and IoU of retrieved spans against gold spans.
+
+    Both sides map version id -> spans; tokens are counted once even if spans overlap."""
+    got = {(vid, t) for vid, spans in retrieved.items() for t in tokens_in(offsets[vid], spans)}
+    want = {(vid, t) for vid, spans in gold.items() for t in tokens_in(offsets[vid], spans)}
+    both = len(got & want)
+    return {"span_precision": both / len(got) if got else 0.0,
+            "span_recall": both / len(want) if want else 0.0,
+            "span_iou": both / len(got | want) if got | want else 0.0}
+
+
+def quote_matches(hit: Mapping, canonical: str) -> bool:
+    """A hit's quote is exactly the canonical text at its spans (joined by newlines)."""
+    return hit.get("quote") == "\n".join(canonical[s:e] for s, e in hit.get("spans") or [])
+
+
+def mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def distribution(values: Iterable[float]) -> dict[str, float | int | None]:
+    values = sorted(values)
+    if not values:
+        return {"n": 0, "min": None, "median": None, "max": None}
+    return {"n": len(values), "min": values[0], "median": statistics.median(values), "max": values[-1]}
+
+
+def best_threshold(answerable: Sequence[float], unanswerable: Sequence[float]) -> dict[str, float | None]:
+    """The top-hit score threshold (answer if score >= t) that best separates the two sets."""
+    if not answerable or not unanswerable:
+        return {"threshold": None, "accuracy": None}
+    total = len(answerable) + len(unanswerable)
+    best = (-1.0, None)
+    for t in sorted(set(answerable) | set(unanswerable) | {float("inf")}):
+        correct = sum(s >= t for s in answerable) + sum(s < t for s in unanswerable)
+        if correct / total > best[0]:
+            best = (correct / total, t)
+    return {"threshold": None if best[1] == float("inf") else best[1], "accuracy": best[0]}

@@ -1,0 +1,174 @@
+"""Run an eval dataset through the in-process search core, once per retrieval mode."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kb_ray.config import KbConfig
+from kb_ray.eval.dataset import EvalQuery
+from kb_ray.eval.metrics import RANKING_MEASURES, quote_matches, ranking_metrics, span_scores, token_offsets
+from kb_ray.eval.resolve import (
+    CanonicalTexts, GoldSpan, QuoteResolutionError, Resolution, chunk_spans, relevant_chunks, resolve_queries,
+)
+
+logger = logging.getLogger(__name__)
+
+EVAL_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank", "page", "hybrid+page")
+DEFAULT_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank")
+PAGE_MODES = ("page", "hybrid+page")
+SPAN_K = 5  # top hits whose spans are scored against the gold spans
+
+
+@dataclass
+class QueryOutcome:
+    id: str
+    kind: str
+    answerable: bool
+    chunk_ids: list[str]
+    relevant: list[str]
+    metrics: dict[str, float] = field(default_factory=dict)
+    top_scores: dict[str, float | None] = field(default_factory=dict)  # see _top_scores
+    top_relevant: bool | None = None
+    page_ok: bool | None = None  # top hit's pages contain a gold page (gold page known)
+    quotes_checked: int = 0
+    quotes_bad: int = 0
+    latency_ms: float = 0.0
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    available: bool
+    note: str = ""
+    queries: list[QueryOutcome] = field(default_factory=list)
+
+
+@dataclass
+class EvalResult:
+    dataset: str
+    k: int
+    generation: str
+    modes: list[ModeResult]
+    quotes: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Labels:
+    gold: dict[str, list[GoldSpan]]
+    qrels: dict[str, set[str]]
+
+
+def run_eval(config: KbConfig, queries: list[EvalQuery], *, modes: tuple[str, ...] = DEFAULT_MODES, k: int = 20,
+             searcher: Any = None, dataset: str = "") -> EvalResult:
+    """Evaluate ``queries`` in each mode; quotes that do not resolve raise before any search."""
+    if searcher is None:
+        from kb_ray.search.searcher import HybridSearcher
+
+        searcher = HybridSearcher.open(config)
+    texts = CanonicalTexts(searcher.catalog)
+    resolution = resolve_queries(queries, texts)
+    if resolution.unresolved:
+        raise QuoteResolutionError("gold quotes that do not resolve:\n  " + "\n  ".join(resolution.unresolved))
+    labels = _labels(searcher, resolution)
+    results = [_run_mode(searcher, mode, queries, labels, texts, k=k) for mode in modes]
+    uncovered = [q.id for q in queries if q.answerable and not labels.qrels.get(q.id)]
+    return EvalResult(dataset=dataset, k=k, generation=searcher.generation, modes=results,
+                      quotes={**_quote_summary(resolution), "no_chunk_covers": uncovered})
+
+
+def _labels(searcher: Any, resolution: Resolution) -> _Labels:
+    versions = [g.version_id for spans in resolution.spans.values() for g in spans]
+    chunks = chunk_spans(searcher.catalog, versions)
+    qrels = {qid: relevant_chunks(spans, chunks) for qid, spans in resolution.spans.items()}
+    return _Labels(gold=resolution.spans, qrels=qrels)
+
+
+def _quote_summary(resolution: Resolution) -> dict[str, Any]:
+    return {"resolved": sum(len(spans) for spans in resolution.spans.values()),
+            "ambiguous": resolution.ambiguous, "whitespace_normalized": resolution.normalized}
+
+
+def unavailable_reason(mode: str, searcher: Any) -> str | None:
+    """Why ``mode`` cannot run with this searcher, or None when it can."""
+    if mode not in EVAL_MODES:
+        return f"unknown mode {mode!r}; use {', '.join(EVAL_MODES)}"
+    if mode in PAGE_MODES:
+        return "not available: page (visual) retrieval is not in the search core yet"
+    if mode == "hybrid+rerank" and getattr(searcher, "reranker", None) is None:
+        return "not available: no reranker configured (set search.rerank_model_path)"
+    return None
+
+
+def _run_mode(searcher: Any, mode: str, queries: list[EvalQuery], labels: _Labels, texts: CanonicalTexts,
+              *, k: int) -> ModeResult:
+    reason = unavailable_reason(mode, searcher)
+    if reason:
+        logger.warning("eval: skipping mode %s: %s", mode, reason)
+        return ModeResult(mode=mode, available=False, note=reason)
+    base, rerank = ("hybrid", True) if mode == "hybrid+rerank" else (mode, False)
+    outcomes = []
+    for n, query in enumerate(queries, 1):
+        result = searcher.search(query.query, k=k, mode=base, rerank=rerank)
+        outcomes.append(_outcome(query, result.hits, labels, texts, latency=result.timing_ms.get("total", 0.0)))
+        if n % 25 == 0:
+            logger.info("eval %s: %d/%d queries", mode, n, len(queries))
+    _add_ranking_metrics(outcomes, labels.qrels)
+    return ModeResult(mode=mode, available=True, queries=outcomes)
+
+
+def _outcome(query: EvalQuery, hits: list[dict], labels: _Labels, texts: CanonicalTexts, *,
+             latency: float) -> QueryOutcome:
+    relevant = labels.qrels.get(query.id, set())
+    outcome = QueryOutcome(id=query.id, kind=query.kind, answerable=query.answerable,
+                           chunk_ids=[h["chunk_id"] for h in hits], relevant=sorted(relevant), latency_ms=latency)
+    outcome.quotes_checked = len(hits)
+    outcome.quotes_bad = sum(not quote_matches(h, texts.text(h["version_id"])) for h in hits)
+    if hits:
+        outcome.top_scores = _top_scores(hits)
+        outcome.top_relevant = hits[0]["chunk_id"] in relevant if query.answerable else None
+    gold = labels.gold.get(query.id, [])
+    if query.answerable:
+        outcome.metrics.update(_span_metrics(hits[:SPAN_K], gold, texts))
+        outcome.page_ok = _page_ok(hits, gold)
+    return outcome
+
+
+def _top_scores(hits: list[dict]) -> dict[str, float | None]:
+    """Abstain signals: the returned score of hit 1, and the best raw dense (cosine) and
+    lexical (BM25) score among the hits (the fused RRF score only reflects ranks)."""
+    def best(name: str) -> float | None:
+        values = [h["scores"][name] for h in hits if (h.get("scores") or {}).get(name) is not None]
+        return float(max(values)) if values else None
+
+    return {"score": float(hits[0]["score"]), "dense": best("dense"), "lexical": best("lexical")}
+
+
+def _span_metrics(hits: list[dict], gold: list[GoldSpan], texts: CanonicalTexts) -> dict[str, float]:
+    retrieved: dict[str, list] = {}
+    for hit in hits:
+        retrieved.setdefault(hit["version_id"], []).extend(tuple(s) for s in hit["spans"])
+    wanted: dict[str, list] = {}
+    for g in gold:
+        wanted.setdefault(g.version_id, []).append((g.start, g.end))
+    offsets = {vid: token_offsets(texts.text(vid)) for vid in set(retrieved) | set(wanted)}
+    return span_scores(retrieved, wanted, offsets)
+
+
+def _page_ok(hits: list[dict], gold: list[GoldSpan]) -> bool | None:
+    pages = {g.page for g in gold if g.page is not None}
+    if not pages:
+        return None
+    return bool(hits) and bool(pages & set(hits[0].get("pages") or []))
+
+
+def _add_ranking_metrics(outcomes: list[QueryOutcome], qrels: dict[str, set[str]]) -> None:
+    answerable = {o.id: qrels.get(o.id, set()) for o in outcomes if o.answerable}
+    per_query = ranking_metrics(answerable, {o.id: o.chunk_ids for o in outcomes if o.answerable})
+    for outcome in outcomes:
+        if outcome.answerable:  # no chunk overlaps the gold spans: counts as a miss
+            outcome.metrics.update(per_query.get(outcome.id, dict.fromkeys(RANKING_MEASURES, 0.0)))

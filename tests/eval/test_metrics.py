@@ -1,0 +1,79 @@
+"""Eval metrics and the gate on hand-made inputs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kb_ray.eval.gate import GateError, gate_failures, load_thresholds
+from kb_ray.eval.metrics import (
+    best_threshold, distribution, quote_matches, ranking_metrics, span_scores, token_offsets, tokens_in,
+)
+
+
+def test_ranking_metrics_by_hand():
+    qrels = {"q1": {"a"}, "q2": {"b", "c"}, "none": set()}
+    run = {"q1": ["x", "a", "y"], "q2": ["b", "x", "c"], "none": ["a"]}
+    per = ranking_metrics(qrels, run)
+    assert set(per) == {"q1", "q2"}  # a query without relevant chunks is not ranked
+    assert per["q1"]["recall@1"] == 0 and per["q1"]["recall@5"] == 1 and per["q1"]["mrr"] == 0.5
+    assert per["q1"]["ndcg@10"] == pytest.approx(1 / math.log2(3))
+    assert per["q2"]["recall@1"] == 0.5 and per["q2"]["recall@20"] == 1 and per["q2"]["mrr"] == 1
+    assert per["q2"]["ndcg@10"] == pytest.approx((1 + 1 / math.log2(4)) / (1 + 1 / math.log2(3)))
+
+
+def test_rank_order_not_ids_decides_and_misses_score_zero():
+    per = ranking_metrics({"q": {"a"}, "empty": {"a"}, "absent": {"a"}, "wrong": {"a"}},
+                          {"q": ["z", "b", "a", "a"], "empty": [], "wrong": ["b", "c"]})
+    assert per["q"]["mrr"] == pytest.approx(1 / 3)  # duplicates dropped, order kept
+    for qid in ("empty", "absent", "wrong"):  # must fail: no relevant chunk retrieved
+        assert per[qid] == dict.fromkeys(per[qid], 0.0)
+
+
+def test_tokens_and_span_scores():
+    text = "alpha beta gamma delta epsilon"
+    offsets = {"v": token_offsets(text), "w": token_offsets(text)}
+    assert tokens_in(offsets["v"], [(7, 8)]) == {1}  # a partial overlap counts the token
+    gold = {"v": [(6, 16)]}  # "beta gamma"
+    scores = span_scores({"v": [(11, 30)]}, gold, offsets)  # "gamma delta epsilon"
+    assert scores == pytest.approx({"span_precision": 1 / 3, "span_recall": 1 / 2, "span_iou": 1 / 4})
+    assert span_scores({"v": [(0, 30)]}, gold, offsets)["span_recall"] == 1
+    miss = span_scores({"w": [(6, 16)]}, gold, offsets)  # same text, other version: no overlap
+    assert miss == {"span_precision": 0.0, "span_recall": 0.0, "span_iou": 0.0}
+    assert span_scores({}, gold, offsets)["span_precision"] == 0.0
+
+
+def test_quote_matches_canonical_text_at_spans():
+    canonical = "Header row\nrow one\nrow two"
+    assert quote_matches({"quote": "Header row\nrow two", "spans": [(0, 10), (19, 26)]}, canonical)
+    assert not quote_matches({"quote": "Header row row two", "spans": [(0, 10), (19, 26)]}, canonical)
+    assert not quote_matches({"quote": "row one", "spans": [(11, 17)]}, canonical)
+
+
+def test_distribution_and_threshold():
+    assert distribution([3.0, 1.0, 2.0]) == {"n": 3, "min": 1.0, "median": 2.0, "max": 3.0}
+    assert distribution([])["median"] is None
+    assert best_threshold([0.9, 0.8, 0.7], [0.2, 0.5]) == {"threshold": 0.7, "accuracy": 1.0}
+    assert best_threshold([0.5], [0.9])["accuracy"] == 0.5  # inseparable: best is all-answer or all-abstain
+    assert best_threshold([0.5], [])["threshold"] is None
+
+
+def _summary(recall: float, quote_ok: float = 1.0) -> dict:
+    return {"modes": {"hybrid": {"available": True, "metrics": {"recall@5": recall, "mrr": 0.7},
+                                 "citations": {"quote_ok": quote_ok}},
+                      "page": {"available": False, "note": "not available"}}}
+
+
+def test_gate_passes_at_threshold_and_fails_on_a_drop(tmp_path):
+    thresholds = {"mode": "hybrid", "minimums": {"recall@5": 0.9, "quote_ok": 1.0}}
+    assert gate_failures(_summary(0.9), thresholds) == []
+    assert gate_failures(_summary(0.85), thresholds) == ["hybrid recall@5 = 0.85 is below the threshold 0.9"]
+    assert len(gate_failures(_summary(0.95, quote_ok=0.99), thresholds)) == 1
+    assert "not evaluated" in gate_failures(_summary(0.9), {"mode": "page", "minimums": {}})[0]
+    with pytest.raises(GateError, match="unknown metric 'recall@3'"):
+        gate_failures(_summary(0.9), {"mode": "hybrid", "minimums": {"recall@3": 0.5}})
+    bad = tmp_path / "t.json"
+    bad.write_text('{"minimums": {}}')
+    with pytest.raises(GateError, match="needs a 'mode'"):
+        load_thresholds(bad)
