@@ -81,6 +81,10 @@ class HybridSearcher:
     def __init__(self, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
                  embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None) -> None:
         self.config = config
+        if config.search.faiss_threads:
+            import faiss
+
+            faiss.omp_set_num_threads(config.search.faiss_threads)  # OpenMP spin hurts on small boxes
         self._page_embedder = page_embedder
         self.pinned = generation_id
         self.catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
