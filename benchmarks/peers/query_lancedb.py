@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-os.environ.setdefault("LANCE_LOG", "error")  # lance warns on every query that selects columns
+os.environ.setdefault("LANCEDB_LOG", "error")  # lance logs a deprecation warning on every query that selects columns
 
 import shape  # noqa: E402,F401  (sets the offline environment before models load)
 from harness import ROOT, header_lines, load_average, write_section  # noqa: E402

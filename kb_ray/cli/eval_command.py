@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from kb_ray.cli.common import config_from_args
 
@@ -62,6 +63,7 @@ def evaluate(config, args: argparse.Namespace) -> int:
     summary = summarize(run_eval(config, queries, modes=args.modes, k=args.k, searcher=searcher, dataset=args.dataset))
     print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else render_markdown(summary))
     if not args.no_report:
-        paths = write_reports(summary, args.report, command=" ".join(sys.argv))
+        command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+        paths = write_reports(summary, args.report, command=command)
         print(f"wrote {paths[0]} and {paths[1]}", file=sys.stderr)
     return 0

@@ -13,15 +13,10 @@ import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
-try:
-    import ir_measures
-    from ir_measures import RR, R, nDCG
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("kb_ray.eval needs ir-measures: pip install 'kb-ray[eval]' (or pip install ir-measures)") from exc
-
 Span = tuple[int, int]
-RANKING_MEASURES = {"recall@1": R @ 1, "recall@5": R @ 5, "recall@10": R @ 10, "recall@20": R @ 20,
-                    "mrr": RR, "ndcg@10": nDCG @ 10}
+# our name -> ir-measures name (trec_eval: recall_k, recip_rank, ndcg_cut_10)
+RANKING_MEASURES = {"recall@1": "R@1", "recall@5": "R@5", "recall@10": "R@10", "recall@20": "R@20",
+                    "mrr": "RR", "ndcg@10": "nDCG@10"}
 _TOKEN = re.compile(r"\w+")
 
 
@@ -30,15 +25,26 @@ def ranking_metrics(qrels: Mapping[str, set[str]], run: Mapping[str, Sequence[st
 
     ``run`` lists chunk ids best first; a query without hits (or missing from ``run``)
     scores 0 on everything instead of silently dropping out of the average."""
+    ir_measures = _ir_measures()
     judged = {qid: docs for qid, docs in qrels.items() if docs}
     per_query = {qid: dict.fromkeys(RANKING_MEASURES, 0.0) for qid in judged}
     qrel_rows = [ir_measures.Qrel(qid, doc, 1) for qid, docs in judged.items() for doc in sorted(docs)]
     run_rows = [ir_measures.ScoredDoc(qid, doc, float(len(ranked) - rank))
                 for qid, ranked in run.items() if qid in judged for rank, doc in enumerate(_unique(ranked))]
-    names = {str(measure): name for name, measure in RANKING_MEASURES.items()}
-    for metric in ir_measures.iter_calc(list(RANKING_MEASURES.values()), qrel_rows, run_rows):
+    measures = {name: ir_measures.parse_measure(spec) for name, spec in RANKING_MEASURES.items()}
+    names = {str(measure): name for name, measure in measures.items()}
+    for metric in ir_measures.iter_calc(list(measures.values()), qrel_rows, run_rows):
         per_query[metric.query_id][names[str(metric.measure)]] = float(metric.value)
     return per_query
+
+
+def _ir_measures():
+    try:
+        import ir_measures
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("ranking metrics need ir-measures: pip install 'kb-ray[eval]' "
+                          "(or pip install ir-measures)") from exc
+    return ir_measures
 
 
 def _unique(ranked: Sequence[str]) -> list[str]:

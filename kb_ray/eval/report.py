@@ -163,7 +163,7 @@ def write_reports(summary: dict[str, Any], markdown_path: str | Path, *, command
     head = [f"# Retrieval eval ({stamp})", "",
             f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}." + (f" Command: `{command}`." if command else ""),
             ""]
-    markdown_path.write_text("\n".join(head) + render_markdown(summary), encoding="utf-8")
+    markdown_path.write_text("\n".join(head) + "\n" + render_markdown(summary), encoding="utf-8")
     json_path = markdown_path.with_suffix(".json")
     json_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return markdown_path, json_path

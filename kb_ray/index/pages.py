@@ -87,12 +87,12 @@ def resolve_page_embedder_fp(connection: duckdb.DuckDBPyConnection, settings: Pa
 
 def page_index_rows(connection: duckdb.DuckDBPyConnection, fp: str):
     """Page rows (no vectors) ordered by version and page, with their chunks and elements."""
-    return connection.execute(f"""
+    return connection.sql(f"""
         SELECT a.*, pc.chunk_ids, coalesce(pc.text, '') AS text, pc.spans, pc.heading_path, pe.elements
         FROM ({_ACTIVE_PAGES}) a
         LEFT JOIN ({_PAGE_CHUNKS}) pc ON pc.version_id = a.version_id AND pc.page_no = a.page_no
         LEFT JOIN ({_PAGE_ELEMENTS}) pe ON pe.version_id = a.version_id AND pe.page_no = a.page_no
-        ORDER BY a.version_id, a.page_no""", {"fp": fp}).to_arrow_table()
+        ORDER BY a.version_id, a.page_no""", params={"fp": fp}).to_arrow_table()
 
 
 def build_page_index(folder: Path, connection: duckdb.DuckDBPyConnection, fp: str) -> dict[str, Any] | None:
@@ -128,9 +128,9 @@ def _write_multivectors(folder: Path, connection, fp: str, shas: list[str], offs
     for i, sha in enumerate(shas):
         rows_of.setdefault(sha, []).append(i)
     pooled = np.zeros((len(shas), dim), np.float32)
-    reader = connection.execute("""SELECT image_sha, n_vectors, dim, vectors FROM page_embeddings
-        WHERE embedder_fp = $fp AND image_sha IN (SELECT unnest($shas))""", {"fp": fp, "shas": list(position)}
-                                ).to_arrow_reader(256)  # noqa: streaming read
+    reader = connection.sql("""SELECT image_sha, n_vectors, dim, vectors FROM page_embeddings
+        WHERE embedder_fp = $fp AND image_sha IN (SELECT unnest($shas))""",
+                            params={"fp": fp, "shas": list(position)}).to_arrow_reader(256)
     for batch in reader:
         for sha, n, d, blob in zip(*(batch.column(c).to_pylist() for c in range(4))):
             vectors = multivectors.decode(blob, n, d)

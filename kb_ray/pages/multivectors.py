@@ -39,9 +39,16 @@ def maxsim(query: np.ndarray, page: np.ndarray) -> float:
 
 
 def maxsim_many(query: np.ndarray, vectors: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """MaxSim of ``query`` against the pages ``rows`` of a concatenated store (``offsets``)."""
-    query = np.asarray(query, dtype=np.float32)
-    return np.array([maxsim(query, vectors[offsets[r]:offsets[r + 1]]) for r in rows], dtype=np.float32)
+    """MaxSim of ``query`` against the pages ``rows`` of a concatenated store (``offsets``):
+    one matrix product over the gathered tokens, then a max per page segment."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(rows) == 0:
+        return np.empty(0, np.float32)
+    lengths = offsets[rows + 1] - offsets[rows]
+    gathered = np.concatenate([vectors[offsets[r]:offsets[r + 1]] for r in rows]).astype(np.float32)
+    sims = np.asarray(query, dtype=np.float32) @ gathered.T  # [query tokens, gathered tokens]
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.maximum.reduceat(sims, starts, axis=1).sum(axis=0).astype(np.float32)
 
 
 def mean_rows(tokens: np.ndarray, grid: tuple[int, int], factor: int) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 
+import pyarrow as pa
 import pytest
 
 from kb_ray.catalog.delta import DeltaCatalog
@@ -20,7 +21,7 @@ from kb_ray.search.searcher import HybridSearcher
 from tests.conftest import GOLDEN_SOURCES
 from tests.ingest.helpers import ingest_config
 
-pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_session")]
+pytestmark = pytest.mark.cluster
 
 
 def upload(s3_server, prefix: str, names: list[str]) -> str:
@@ -39,6 +40,7 @@ def open_catalog(config) -> DeltaCatalog:
     return DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
 
 
+@pytest.mark.usefixtures("ray_session")
 def test_ingest_index_and_search_on_s3(s3_server):
     source = upload(s3_server, f"{s3_server.bucket('src')}/docs", ["notes.txt", "guide.md", "manual.pdf"])
     config = s3_config(s3_server, f"s3://{s3_server.bucket('kb')}/kb", [source])
@@ -60,6 +62,7 @@ def test_ingest_index_and_search_on_s3(s3_server):
     assert again.parses == 0 and again.documents["unchanged"] == 3 and again.embeddings["computed"] == 0
 
 
+@pytest.mark.usefixtures("ray_session")
 def test_two_concurrent_ingests_into_one_s3_catalog(s3_server):
     bucket = s3_server.bucket("src")
     first = upload(s3_server, f"{bucket}/a", ["notes.txt", "guide.md"])
@@ -99,3 +102,40 @@ def test_two_concurrent_ingests_into_one_s3_catalog(s3_server):
     assert sorted(row["run_id"] for row in runs) == sorted(reports[i].run_id for i in range(2))
     assert {row["status"] for row in runs} == {"succeeded"}
     assert catalog.read("ingest_log").num_rows == 4
+
+
+def embedding_rows(*shas: str) -> pa.Table:
+    return pa.table({"embedder_fp": ["fp_test"] * len(shas), "embed_text_sha": list(shas),
+                     "dim": pa.array([2] * len(shas), pa.int32()), "vector": [[1.0, 0.0]] * len(shas)})
+
+
+def test_concurrent_catalog_writes_on_s3_all_land_once(s3_server):
+    """Appends, worker-file commits, merges and deletes racing on one table (4 writers each)."""
+    catalog = DeltaCatalog.open(f"s3://{s3_server.bucket('kb')}/kb", storage_options=s3_server.storage_options)
+    writers = 4
+
+    def race(operation) -> None:
+        barrier, errors = threading.Barrier(writers), []
+
+        def run(worker: int) -> None:
+            barrier.wait()
+            try:
+                operation(worker)
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(worker,)) for worker in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors, errors
+
+    race(lambda w: catalog.append("embeddings", embedding_rows(f"a{w}"), app_id=f"append{w}", app_version=0))
+    files = [catalog.write_data_file("embeddings", embedding_rows(f"c{w}")) for w in range(writers)]
+    race(lambda w: catalog.commit_files("embeddings", [files[w]], app_id=f"commit{w}", app_version=0))
+    race(lambda w: catalog.merge_upsert("embeddings", embedding_rows(f"m{w}"), keys=["embedder_fp", "embed_text_sha"]))
+    race(lambda w: catalog.delete("embeddings", f"embed_text_sha = 'a{w}'"))
+    shas = sorted(catalog.read("embeddings").column("embed_text_sha").to_pylist())
+    assert shas == sorted(f"{kind}{w}" for kind in "cm" for w in range(writers))
+    assert catalog.transaction_version("embeddings", "commit3") == 0

@@ -42,6 +42,6 @@ def pdf_sources(tmp_path_factory) -> Path:
 
 
 def page_overrides(model_path: str) -> list[str]:
-    return ["pages.enabled=true", f"pages.model_path={model_path}", "pages.dpi=72",
+    return ["pages.enabled=true", f"pages.model_path={model_path}", "pages.dpi=72", "pages.model_id=kb-ray/tiny-colqwen2",
             "ray.parse.num_cpus=0.5", "ray.embed.num_cpus=0.5", "ray.render.num_cpus=0.25",
             "ray.page_embed.num_cpus=0.25", "ray.render.batch_size=2", "ray.page_embed.batch_size=2"]

@@ -18,7 +18,7 @@ from tests.ingest.helpers import catalog, ingest_config
 from tests.pages.conftest import page_overrides
 
 pytestmark = pytest.mark.usefixtures("ray_session")
-PDF_PAGES = 3 + 1  # manual.pdf + figure.pdf
+PDF_PAGES = 3 + 2  # manual.pdf + figure.pdf
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_a_pages_own_multivector_ranks_it_first(searcher):
 
 
 def test_page_hits_carry_text_pages_and_query_boxes(searcher):
-    result = searcher.search("mechanical seal kit part number", k=4, mode="page", rerank=False)
+    result = searcher.search("mechanical seal kit part number", k=PDF_PAGES, mode="page", rerank=False)
     assert len(result.hits) == PDF_PAGES and all(h["kind"] == "page" for h in result.hits)
     manual = next(h for h in result.hits if h["title"].startswith("AquaFlow") and h["page"] == 3)
     assert manual["pages"] == [3] and manual["chunk_ids"] and "seal" in manual["text"].lower()
@@ -116,6 +116,6 @@ def test_deleting_a_document_then_purge_removes_its_page_embeddings_and_blobs(pa
     report = run_ingest(pages_kb["config"])
     assert report.documents["deleted"] == 1
     purged = purge(catalog(pages_kb["kb"]))
-    assert purged.deleted_rows["page_embeddings"] == 1 and purged.deleted_rows["page_blobs"] == 1
+    assert purged.deleted_rows["page_embeddings"] == 2 and purged.deleted_rows["page_blobs"] == 2
     assert len(PageBlobStore(str(pages_kb["kb"])).list_shas()) == 3
     assert verify_catalog(catalog(pages_kb["kb"])).ok(strict=True)
