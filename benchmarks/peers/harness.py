@@ -183,5 +183,5 @@ def header_lines(title: str, command: str, load_start: str, load_end: str, packa
         f"- load average (1/5/15 min) at start: {load_start}; at end: {load_end}"
         + (" — **above 1: other work shared the CPUs, figures are noisy; read the ratios, not the absolutes**"
            if noisy else ""),
-        "",
+        "", "",
     ])
