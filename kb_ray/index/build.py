@@ -73,6 +73,8 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
         page_fp = resolve_page_embedder_fp(connection, config.pages) if set(PAGE_TABLES) <= set(versions) else None
         if page_fp:
             spec["pages"] = {"format": PAGE_INDEX_FORMAT, "embedder_fp": page_fp}
+        else:  # no page index: the generation depends on (and records) the text tables only
+            versions = {name: versions[name] for name in INDEXED_TABLES}
         generation_id = generation_id_for(spec, versions, fp)
         manifest = _existing_manifest(config, generation_id)
         if manifest is None:

@@ -3,11 +3,12 @@
 Route on CPU-only machines (and the default everywhere): transformers' native
 ``ColQwen2ForRetrieval`` + ``ColQwen2Processor``, with the image processor built
 explicitly as ``Qwen2VLImageProcessorPil`` (the PIL backend) so torchvision is never
-needed. colpali-engine cannot serve here: its releases that know ColQwen2 pin torch
-below the installed 2.13 line's successors and its processor imports the torchvision
-Qwen2-VL image processor. On a GPU cluster it plugs in through ``backend="colpali"``
-(an optional import: ``pip install colpali-engine``), for checkpoints that ship only as
-colpali-engine adapters. Eager attention on CPU: with padded batches, sdpa on CPU gave
+needed. colpali-engine cannot serve here: its ColQwen2 processor imports transformers'
+torchvision-backed Qwen2-VL image processor (no torchvision on these machines) and
+colpali-engine >= 0.3.9 pins torch < 2.14, which ties it to a torch/torchvision pair we do
+not install. On a GPU cluster it plugs in through ``backend="colpali"`` (an optional
+import: ``pip install colpali-engine``), for checkpoints that ship only as colpali-engine
+adapters; it is never part of the default install. Eager attention on CPU: with padded batches, sdpa on CPU gave
 NaN scores in transformers 5.x.
 
 Nothing is downloaded: ``model_path`` must be a saved model directory.

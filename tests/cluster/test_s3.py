@@ -15,7 +15,8 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.storage import fsspec_filesystem
 from kb_ray.catalog.verify import verify_catalog
 from kb_ray.index import build_index
-from kb_ray.index.generations import read_current
+from kb_ray.index.generations import GenerationError, drop_generation, local_generation_dir, read_current
+from kb_ray.index.manifest import MANIFEST_NAME
 from kb_ray.ingest.run import run_ingest
 from kb_ray.search.searcher import HybridSearcher
 from tests.conftest import GOLDEN_SOURCES
@@ -41,7 +42,8 @@ def open_catalog(config) -> DeltaCatalog:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_ingest_index_and_search_on_s3(s3_server):
+def test_ingest_index_and_search_on_s3(s3_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_RAY_INDEX_CACHE", str(tmp_path / "index-cache"))
     source = upload(s3_server, f"{s3_server.bucket('src')}/docs", ["notes.txt", "guide.md", "manual.pdf"])
     config = s3_config(s3_server, f"s3://{s3_server.bucket('kb')}/kb", [source])
     assert config.storage_options["AWS_ALLOW_HTTP"] == "true"
@@ -55,7 +57,12 @@ def test_ingest_index_and_search_on_s3(s3_server):
 
     manifest = build_index(config)
     assert read_current(config.kb_root, storage_options=config.storage_options) == manifest.generation_id
-    hits = HybridSearcher.open(config).search("mechanical seal kit", k=3).hits
+    with pytest.raises(GenerationError, match="live generation"):
+        drop_generation(config.kb_root, manifest.generation_id, storage_options=config.storage_options)
+    hits = HybridSearcher.open(config).search("mechanical seal kit", k=3).hits  # from a local copy
+    cached = local_generation_dir(config.kb_root, manifest.generation_id, storage_options=config.storage_options)
+    assert cached.parent == tmp_path / "index-cache" and (cached / MANIFEST_NAME).is_file()
+    assert len(list(cached.rglob("*"))) > len(manifest.shards)
     assert hits and hits[0]["uri"].endswith("manual.pdf") and "AF-SK-118" in hits[0]["text"], hits[:1]
 
     again = run_ingest(config)

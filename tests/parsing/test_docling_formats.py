@@ -332,7 +332,7 @@ def test_converter_is_built_once_per_parser(monkeypatch):
 def test_config_names_docling_version(parser):
     config = parser.config()
     assert config["docling"] not in ("", "unknown")
-    assert parser.name == "docling" and parser.version == "1"
+    assert parser.name == "docling" and parser.version == "2"
     assert parser.fingerprint
 
 
