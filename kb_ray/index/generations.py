@@ -7,8 +7,11 @@ Layout under ``{kb_root}/indexes/``::
     gen_…/shard-000/hydration.parquet, dense.faiss, lexical/
 
 Index files are built in a local staging folder and then published: renamed into place on
-a local root, uploaded with fsspec on an object store. ``CURRENT`` is replaced atomically
-(temp file + ``os.replace`` locally; a single object PUT on object stores).
+a local root, uploaded with fsspec on an object store (the filesystem that
+:func:`kb_ray.catalog.storage.fsspec_filesystem` builds from ``storage_options``).
+``CURRENT`` is replaced atomically (temp file + ``os.replace`` locally; a single object PUT
+on object stores). FAISS and BM25 need local files, so searchers load a remote generation
+from a local copy (:func:`local_generation_dir`).
 """
 
 from __future__ import annotations
@@ -152,7 +155,8 @@ def local_generation_dir(kb_root: str, generation_id: str, *, storage_options: d
     uri = generation_uri(kb_root, generation_id)
     if is_local(uri):
         return Path(local_path(uri))
-    root = Path(cache_root or os.environ.get("KB_RAY_INDEX_CACHE") or Path(tempfile.gettempdir()) / "kb_ray_index_cache")
+    root = Path(cache_root or os.environ.get("KB_RAY_INDEX_CACHE")
+                or Path(tempfile.gettempdir()) / "kb_ray_index_cache")
     cache = root / f"{generation_id}-{hashlib.sha256(uri.encode()).hexdigest()[:12]}"
     if (cache / MANIFEST_NAME).is_file():
         return cache

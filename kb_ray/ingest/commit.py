@@ -62,25 +62,22 @@ class MicroBatchCommitter:
         return BatchOutcome(summary=summary, counts=counts)
 
     def _commit_embeddings(self, vectors: pa.Table, batch_no: int) -> None:
-        if not vectors.num_rows:
-            return
-        fp = vectors.column("embedder_fp")[0].as_py()
-        found = self.catalog.read("embeddings", columns=["embed_text_sha"], filter=(
-            (pc.field("embedder_fp") == fp) & pc.field("embed_text_sha").isin(vectors.column("embed_text_sha"))))
-        fresh = vectors.filter(pc.invert(pc.is_in(vectors.column("embed_text_sha"), found.column("embed_text_sha"))))
-        if fresh.num_rows:
-            self.catalog.append("embeddings", fresh, app_id=self.app_id, app_version=batch_no)
+        self._append_new_vectors("embeddings", "embed_text_sha", vectors, batch_no)
 
     def _commit_page_embeddings(self, vectors: pa.Table, batch_no: int) -> None:
-        """Append page multivectors no other batch committed yet (content-addressed, idempotent)."""
+        self._append_new_vectors("page_embeddings", "image_sha", vectors, batch_no)
+
+    def _append_new_vectors(self, table_name: str, key: str, vectors: pa.Table, batch_no: int) -> None:
+        """Append the vectors no earlier batch committed (content-addressed, idempotent):
+        two documents in different micro-batches may share a text or a page image."""
         if not vectors.num_rows:
             return
         fp = vectors.column("embedder_fp")[0].as_py()
-        found = self.catalog.read("page_embeddings", columns=["image_sha"], filter=(
-            (pc.field("embedder_fp") == fp) & pc.field("image_sha").isin(vectors.column("image_sha"))))
-        fresh = vectors.filter(pc.invert(pc.is_in(vectors.column("image_sha"), found.column("image_sha"))))
+        found = self.catalog.read(table_name, columns=[key], filter=(
+            (pc.field("embedder_fp") == fp) & pc.field(key).isin(vectors.column(key))))
+        fresh = vectors.filter(pc.invert(pc.is_in(vectors.column(key), found.column(key))))
         if fresh.num_rows:
-            self.catalog.append("page_embeddings", fresh, app_id=self.app_id, app_version=batch_no)
+            self.catalog.append(table_name, fresh, app_id=self.app_id, app_version=batch_no)
 
     def _commit_data_files(self, files: list[DataFile], version_ids: list[str], batch_no: int) -> None:
         for table_name in DATA_TABLE_ORDER:
