@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kb_ray.errors import ConfigError
 
@@ -132,6 +132,14 @@ class KbConfig(_Settings):
     index: IndexSettings = IndexSettings()
     search: SearchSettings = SearchSettings()
     serve: ServeSettings = ServeSettings()
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _options_as_strings(cls, value: Any) -> Any:
+        """delta-rs and s3fs take strings; YAML and --set read ``true`` as a bool."""
+        if isinstance(value, dict):
+            return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return value
 
     def redacted(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")

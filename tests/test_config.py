@@ -43,3 +43,8 @@ def test_the_shipped_local_config_is_valid():
     root = Path(__file__).resolve().parents[1]
     config = load_config(root / "conf" / "local.yaml")
     assert config.kb_root == str(root / ".kb")
+
+
+def test_storage_options_are_strings_even_when_yaml_reads_a_bool():
+    config = load_config(overrides=["storage_options.AWS_ALLOW_HTTP=true", "storage_options.PORT=9000"])
+    assert config.storage_options == {"AWS_ALLOW_HTTP": "true", "PORT": "9000"}

@@ -242,10 +242,14 @@ class DeltaCatalog:
         app_id: str | None = None,
         app_version: int | None = None,
         metadata: dict[str, Any] | None = None,
+        insert_only: bool = False,
     ) -> dict[str, Any] | None:
-        """MERGE on ``keys``: update all columns when matched, insert when not.
+        """MERGE on ``keys``: update all columns when matched (unless ``insert_only``), insert
+        when not.
 
-        Concurrent commits that conflict are retried on a freshly loaded table. Returns
+        ``insert_only`` is how content-addressed rows (embeddings) are added: delta-rs
+        checks the merge against concurrent commits, so two writers adding the same key
+        cannot both land it. Conflicts are retried on a freshly loaded table. Returns
         delta-rs merge metrics, or ``None`` when the app transaction is already done.
         """
         source = contract.conform(data, table_name)
@@ -260,7 +264,9 @@ class DeltaCatalog:
                 source, predicate, source_alias="s", target_alias="t",
                 commit_properties=properties,
             )
-            return merger.when_matched_update_all().when_not_matched_insert_all().execute()
+            if not insert_only:
+                merger = merger.when_matched_update_all()
+            return merger.when_not_matched_insert_all().execute()
 
         return retry_on_conflict(merge, what=f"merge into {table_name}")
 

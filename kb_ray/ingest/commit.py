@@ -68,8 +68,9 @@ class MicroBatchCommitter:
         self._append_new_vectors("page_embeddings", "image_sha", vectors, batch_no)
 
     def _append_new_vectors(self, table_name: str, key: str, vectors: pa.Table, batch_no: int) -> None:
-        """Append the vectors no earlier batch committed (content-addressed, idempotent):
-        two documents in different micro-batches may share a text or a page image."""
+        """Insert the vectors whose key is not in the table yet. Content-addressed: two
+        documents (in other micro-batches, or in a concurrent run) may share a text or a
+        page image. An insert-only MERGE, so concurrent writers never land a key twice."""
         if not vectors.num_rows:
             return
         fp = vectors.column("embedder_fp")[0].as_py()
@@ -77,7 +78,8 @@ class MicroBatchCommitter:
             (pc.field("embedder_fp") == fp) & pc.field(key).isin(vectors.column(key))))
         fresh = vectors.filter(pc.invert(pc.is_in(vectors.column(key), found.column(key))))
         if fresh.num_rows:
-            self.catalog.append(table_name, fresh, app_id=self.app_id, app_version=batch_no)
+            self.catalog.merge_upsert(table_name, fresh, keys=["embedder_fp", key], insert_only=True,
+                                      app_id=self.app_id, app_version=batch_no)
 
     def _commit_data_files(self, files: list[DataFile], version_ids: list[str], batch_no: int) -> None:
         for table_name in DATA_TABLE_ORDER:

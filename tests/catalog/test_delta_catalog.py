@@ -177,6 +177,26 @@ def test_concurrent_merge_upserts_on_different_keys_all_land(catalog):
     assert catalog.read("embeddings").num_rows == 1 + 4 * 3
 
 
+def test_concurrent_insert_only_merges_of_the_same_keys_land_once(catalog):
+    catalog.append("embeddings", embedding_rows("seed"))
+    errors: list[BaseException] = []
+
+    def insert(worker: int) -> None:
+        try:  # every writer brings the same new content-addressed rows
+            catalog.merge_upsert("embeddings", embedding_rows("x1", "x2", "seed"), keys=EMBEDDING_KEYS,
+                                 insert_only=True)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=insert, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(catalog.read("embeddings").column("embed_text_sha").to_pylist()) == ["seed", "x1", "x2"]
+
+
 def test_read_as_of_older_version(catalog):
     catalog.append("embeddings", embedding_rows("s1"))
     first = catalog.table_versions()["embeddings"]
