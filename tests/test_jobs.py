@@ -10,7 +10,7 @@ import pytest
 
 from tests.index_fixtures import REPO, synthetic_docs, write_synthetic_catalog
 
-JOBS = ["ingest", "build_index", "verify", "purge"]
+JOBS = ["ingest", "build_index", "verify", "purge", "maintain", "eval"]
 
 
 def run_job(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -48,3 +48,8 @@ def test_kb_ray_error_exits_nonzero_with_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
     assert result.stderr.startswith("python -m jobs.verify: error: config file")
+
+
+def test_bench_names_its_scripts():
+    result = subprocess.run([sys.executable, "-m", "jobs.bench"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 2 and "ingest" in result.stderr
