@@ -108,6 +108,7 @@ class SearchSettings(_Settings):
     rerank_model_path: str | None = None  # a saved cross-encoder; None: no reranking
     rerank_candidates: int = 30
     faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes
+    query_threads: int | None = 1  # torch threads of the query embedder (one short text: 1 is fastest)
 
 
 class ServeSettings(_Settings):

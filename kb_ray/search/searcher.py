@@ -250,7 +250,7 @@ class HybridSearcher:
 
             e = self.config.embedding
             self._embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=e.device,
-                                          normalize=e.normalize, num_threads=e.num_threads)
+                                          normalize=e.normalize, num_threads=self.config.search.query_threads)
         return self._embedder
 
     def _fuse(self, ranked: dict[str, list]) -> list[Candidate]:

@@ -38,7 +38,8 @@ class QueryEmbedder:
 
         e = config.embedding
         self.embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=config.serve.embedder_device,
-                                     normalize=e.normalize, num_threads=e.num_threads, batch_size=e.batch_size)
+                                     normalize=e.normalize, num_threads=config.search.query_threads,
+                                     batch_size=e.batch_size)
 
     def fingerprint(self) -> str:
         return self.embedder.fingerprint
