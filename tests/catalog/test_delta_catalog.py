@@ -157,42 +157,37 @@ def test_merge_upsert_with_app_transaction_is_skipped_when_repeated(catalog):
     assert catalog.merge_upsert("embeddings", embedding_rows("s1"), **kwargs) is None
 
 
-def test_concurrent_merge_upserts_on_different_keys_all_land(catalog):
-    catalog.append("embeddings", embedding_rows("seed"))
+def race(action, *, writers: int = 4) -> list[BaseException]:
+    """Run ``action(worker)`` in ``writers`` threads at once; return what they raised."""
     errors: list[BaseException] = []
 
-    def upsert(worker: int) -> None:
+    def run(worker: int) -> None:
         try:
-            rows = embedding_rows(*(f"w{worker}_{i}" for i in range(3)))
-            catalog.merge_upsert("embeddings", rows, keys=EMBEDDING_KEYS)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+            action(worker)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
             errors.append(exc)
 
-    threads = [threading.Thread(target=upsert, args=(w,)) for w in range(4)]
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return errors
+
+
+def test_concurrent_merge_upserts_on_different_keys_all_land(catalog):
+    catalog.append("embeddings", embedding_rows("seed"))
+    errors = race(lambda w: catalog.merge_upsert(
+        "embeddings", embedding_rows(*(f"w{w}_{i}" for i in range(3))), keys=EMBEDDING_KEYS))
     assert errors == []
     assert catalog.read("embeddings").num_rows == 1 + 4 * 3
 
 
 def test_concurrent_insert_only_merges_of_the_same_keys_land_once(catalog):
     catalog.append("embeddings", embedding_rows("seed"))
-    errors: list[BaseException] = []
-
-    def insert(worker: int) -> None:
-        try:  # every writer brings the same new content-addressed rows
-            catalog.merge_upsert("embeddings", embedding_rows("x1", "x2", "seed"), keys=EMBEDDING_KEYS,
-                                 insert_only=True)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=insert, args=(w,)) for w in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    # every writer brings the same new content-addressed rows
+    errors = race(lambda w: catalog.merge_upsert(
+        "embeddings", embedding_rows("x1", "x2", "seed"), keys=EMBEDDING_KEYS, insert_only=True))
     assert errors == []
     assert sorted(catalog.read("embeddings").column("embed_text_sha").to_pylist()) == ["seed", "x1", "x2"]
 
