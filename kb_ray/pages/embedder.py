@@ -74,22 +74,19 @@ class PageEmbedder:
 
     def embed_images(self, images: Sequence[Any]) -> list[np.ndarray]:
         """One float32 multivector per PIL image (after the configured token pooling)."""
-        out: list[np.ndarray] = []
-        size = self.settings.batch_size
-        for start in range(0, len(images), size):
-            inputs = self.processor.process_images(images=list(images[start:start + size]))
-            out += self._forward(inputs, pool=True)
-        return out
+        return self._embed_batches(images, lambda batch: self.processor.process_images(images=batch), pool=True)
 
     def embed_queries(self, queries: Sequence[str]) -> list[np.ndarray]:
         """One float32 multivector per query string (batched)."""
         if isinstance(queries, str):
             raise TypeError("embed_queries takes a list of strings")
+        return self._embed_batches(queries, lambda batch: self.processor.process_queries(text=batch), pool=False)
+
+    def _embed_batches(self, items: Sequence[Any], process: Any, *, pool: bool) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         size = self.settings.batch_size
-        for start in range(0, len(queries), size):
-            inputs = self.processor.process_queries(text=list(queries[start:start + size]))
-            out += self._forward(inputs, pool=False)
+        for start in range(0, len(items), size):
+            out += self._forward(process(list(items[start:start + size])), pool=pool)
         return out
 
     def _forward(self, inputs: Any, *, pool: bool) -> list[np.ndarray]:
