@@ -127,7 +127,7 @@ def local_search(searcher, mode: str):
 
 def in_process(config: KbConfig, embedder, searcher, queries: list[str]) -> dict[str, list[float]]:
     loaded, n = searcher._loaded, config.search.candidates
-    masks = searcher._masks(loaded, None)
+    masks, _page_mask = searcher._masks(loaded, None)
     for q in queries[:5]:  # warm-up
         searcher.search(q, mode="hybrid", rerank=True)
     vectors = {q: embedder.embed_query(q) for q in queries}
