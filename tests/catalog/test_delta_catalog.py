@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import threading
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +16,7 @@ from kb_ray.catalog import DataFile, DeltaCatalog
 from kb_ray.catalog.contract import SCHEMA_VERSION_KEY
 from kb_ray.catalog.contract import schemas as contract_schemas
 from kb_ray.errors import CatalogError
+from tests.concurrency import race
 
 schemas = contract_schemas()
 EMBEDDING_KEYS = ["embedder_fp", "embed_text_sha"]
@@ -155,24 +155,6 @@ def test_merge_upsert_with_app_transaction_is_skipped_when_repeated(catalog):
     kwargs = {"keys": EMBEDDING_KEYS, "app_id": "m", "app_version": 1}
     assert catalog.merge_upsert("embeddings", embedding_rows("s1"), **kwargs) is not None
     assert catalog.merge_upsert("embeddings", embedding_rows("s1"), **kwargs) is None
-
-
-def race(action, *, writers: int = 4) -> list[BaseException]:
-    """Run ``action(worker)`` in ``writers`` threads at once; return what they raised."""
-    errors: list[BaseException] = []
-
-    def run(worker: int) -> None:
-        try:
-            action(worker)
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 def test_concurrent_merge_upserts_on_different_keys_all_land(catalog):

@@ -19,6 +19,7 @@ from kb_ray.index.generations import GenerationError, drop_generation, local_gen
 from kb_ray.index.manifest import MANIFEST_NAME
 from kb_ray.ingest.run import run_ingest
 from kb_ray.search.searcher import HybridSearcher
+from tests.concurrency import race
 from tests.conftest import GOLDEN_SOURCES
 from tests.ingest.helpers import ingest_config
 
@@ -121,28 +122,14 @@ def test_concurrent_catalog_writes_on_s3_all_land_once(s3_server):
     catalog = DeltaCatalog.open(f"s3://{s3_server.bucket('kb')}/kb", storage_options=s3_server.storage_options)
     writers = 4
 
-    def race(operation) -> None:
-        barrier, errors = threading.Barrier(writers), []
-
-        def run(worker: int) -> None:
-            barrier.wait()
-            try:
-                operation(worker)
-            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(worker,)) for worker in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        assert not errors, errors
-
-    race(lambda w: catalog.append("embeddings", embedding_rows(f"a{w}"), app_id=f"append{w}", app_version=0))
+    keys = ["embedder_fp", "embed_text_sha"]
+    assert not race(lambda w: catalog.append("embeddings", embedding_rows(f"a{w}"), app_id=f"append{w}",
+                                             app_version=0), writers=writers)
     files = [catalog.write_data_file("embeddings", embedding_rows(f"c{w}")) for w in range(writers)]
-    race(lambda w: catalog.commit_files("embeddings", [files[w]], app_id=f"commit{w}", app_version=0))
-    race(lambda w: catalog.merge_upsert("embeddings", embedding_rows(f"m{w}"), keys=["embedder_fp", "embed_text_sha"]))
-    race(lambda w: catalog.delete("embeddings", f"embed_text_sha = 'a{w}'"))
+    assert not race(lambda w: catalog.commit_files("embeddings", [files[w]], app_id=f"commit{w}", app_version=0),
+                    writers=writers)
+    assert not race(lambda w: catalog.merge_upsert("embeddings", embedding_rows(f"m{w}"), keys=keys), writers=writers)
+    assert not race(lambda w: catalog.delete("embeddings", f"embed_text_sha = 'a{w}'"), writers=writers)
     shas = sorted(catalog.read("embeddings").column("embed_text_sha").to_pylist())
     assert shas == sorted(f"{kind}{w}" for kind in "cm" for w in range(writers))
     assert catalog.transaction_version("embeddings", "commit3") == 0
