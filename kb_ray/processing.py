@@ -38,15 +38,21 @@ class DocumentProcessor:
         self.router = build_router(parse or ParseSettings())
         self.structurer = StructureBuilder()
         self.chunker = build_chunker(chunking or ChunkingSettings())
-        self._pipeline_fp: str | None = None
+        self._fingerprints: dict[str, str] | None = None
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        """Each stage's fingerprint (recorded on every version row)."""
+        if self._fingerprints is None:
+            self._fingerprints = {"parser": self.router.fingerprint, "structurer": self.structurer.fingerprint,
+                                  "chunker": self.chunker.fingerprint}
+        return self._fingerprints
 
     @property
     def pipeline_fp(self) -> str:
         """Fingerprint of parse + structure + chunk; part of every version id."""
-        if self._pipeline_fp is None:
-            self._pipeline_fp = ids.combine_fingerprints(
-                self.router.fingerprint, self.structurer.fingerprint, self.chunker.fingerprint)
-        return self._pipeline_fp
+        f = self.fingerprints
+        return ids.combine_fingerprints(f["parser"], f["structurer"], f["chunker"])
 
     def process(self, data: bytes, *, collection: str, key: str, filename: str | None = None,
                 mime: str | None = None) -> DocumentVersion:

@@ -12,7 +12,7 @@ import os
 
 import pyarrow as pa
 
-from kb_ray.config import KbConfig
+from kb_ray.config import KbConfig, StageSettings
 
 logger = logging.getLogger(__name__)
 WORKER_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -42,43 +42,32 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str):
 
     The output has one row per micro-batch for the driver to commit."""
     import ray
-    from ray.data import ActorPoolStrategy
 
     from kb_ray.ingest.stages import EmbedWriteStage, ParseStage
 
-    parse, embed = config.ray.parse, config.ray.embed
-    blocks = max(1, min(todo.num_rows // max(1, parse.batch_size), 256))
+    blocks = max(1, min(todo.num_rows // max(1, config.ray.parse.batch_size), 256))
     dataset = ray.data.from_arrow([todo.slice(offset, length) for offset, length in _slices(todo.num_rows, blocks)])
-    dataset = dataset.map_batches(
-        ParseStage, batch_format="pyarrow", batch_size=parse.batch_size,
-        compute=ActorPoolStrategy(size=parse.concurrency), num_cpus=parse.num_cpus, num_gpus=parse.num_gpus,
-        fn_constructor_kwargs={"kb_root": config.kb_root, "storage_options": config.storage_options,
-                               "parse": config.parse, "chunking": config.chunking, "run_id": run_id,
-                               "keep_raw_for_pages": config.pages.enabled},
-    )
+    storage = {"kb_root": config.kb_root, "storage_options": config.storage_options}
+    dataset = _actor_stage(dataset, ParseStage, config.ray.parse, {
+        **storage, "parse": config.parse, "chunking": config.chunking, "run_id": run_id,
+        "keep_raw_for_pages": config.pages.enabled})
     if config.pages.enabled:
-        dataset = _page_stages(dataset, config)
-    return dataset.map_batches(
-        EmbedWriteStage, batch_format="pyarrow", batch_size=config.ingest.micro_batch_docs,
-        compute=ActorPoolStrategy(size=embed.concurrency), num_cpus=embed.num_cpus, num_gpus=embed.num_gpus,
-        fn_constructor_kwargs={"kb_root": config.kb_root, "storage_options": config.storage_options,
-                               "embedding": config.embedding},
-    )
+        from kb_ray.ingest.page_stages import PageEmbedStage, RenderStage
+
+        for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
+            dataset = _actor_stage(dataset, stage, resources, {**storage, "pages": config.pages})
+    return _actor_stage(dataset, EmbedWriteStage, config.ray.embed, {**storage, "embedding": config.embedding},
+                        batch_size=config.ingest.micro_batch_docs)  # one output row = one committed micro-batch
 
 
-def _page_stages(dataset, config: KbConfig):
-    """Render (CPU pool) then page-embed (GPU pool when ``ray.page_embed.num_gpus`` > 0)."""
+def _actor_stage(dataset, stage: type, resources: StageSettings, kwargs: dict, *, batch_size: int | None = None):
+    """``map_batches`` with a stage class as an actor pool sized by its ``StageSettings``."""
     from ray.data import ActorPoolStrategy
 
-    from kb_ray.ingest.page_stages import PageEmbedStage, RenderStage
-
-    kwargs = {"kb_root": config.kb_root, "storage_options": config.storage_options, "pages": config.pages}
-    for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
-        dataset = dataset.map_batches(
-            stage, batch_format="pyarrow", batch_size=resources.batch_size,
-            compute=ActorPoolStrategy(size=resources.concurrency), num_cpus=resources.num_cpus,
-            num_gpus=resources.num_gpus, fn_constructor_kwargs=kwargs)
-    return dataset
+    return dataset.map_batches(
+        stage, batch_format="pyarrow", batch_size=batch_size or resources.batch_size,
+        compute=ActorPoolStrategy(size=resources.concurrency), num_cpus=resources.num_cpus,
+        num_gpus=resources.num_gpus, fn_constructor_kwargs=kwargs)
 
 
 def _slices(total: int, parts: int) -> list[tuple[int, int]]:

@@ -52,9 +52,6 @@ class ParseStage:
         self.keep_raw_for_pages = keep_raw_for_pages
         self.processor = DocumentProcessor(parse=parse, chunking=chunking)
         self.run_id = run_id
-        self.fingerprints = {"parser": self.processor.router.fingerprint,
-                             "structurer": self.processor.structurer.fingerprint,
-                             "chunker": self.processor.chunker.fingerprint}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
@@ -66,7 +63,7 @@ class ParseStage:
     def _fetch(self, row: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         try:
-            with fsspec.open(row["uri"], "rb", **_remote_options(row["uri"], self.storage_options)) as handle:
+            with fsspec.open(row["uri"], "rb", **fsspec_options(row["uri"], self.storage_options)) as handle:
                 data = handle.read()
         except (OSError, ValueError) as exc:
             return {**row, "data": None, "error": f"unreadable: {type(exc).__name__}: {exc}"[:500],
@@ -106,7 +103,7 @@ class ParseStage:
     def _parse(self, row: dict[str, Any], prior_action: str) -> dict[str, Any]:
         version = self.processor.process(row["data"], collection=row["collection"], key=row["key"],
                                          filename=row["uri"].rsplit("/", 1)[-1])
-        tables = version_tables(version, fingerprints=self.fingerprints, run_id=self.run_id,
+        tables = version_tables(version, fingerprints=self.processor.fingerprints, run_id=self.run_id,
                                 now=datetime.now(timezone.utc))
         failed = version.status == "failed"
         out = {f"{name}_ipc": to_ipc(table) for name, table in tables.items()}
@@ -117,11 +114,6 @@ class ParseStage:
         if self.keep_raw_for_pages and not failed and version.mime in RENDERED_MIMES and version.pages:
             out["raw"] = row["data"]  # the page renderer needs the bytes; it drops them
         return out
-
-
-def _remote_options(uri: str, storage_options: dict[str, str]) -> dict[str, Any]:
-    """``fsspec.open`` arguments for a source URI (s3fs endpoint, region, credentials)."""
-    return fsspec_options(uri, storage_options)
 
 
 class EmbedWriteStage:
@@ -151,7 +143,8 @@ class EmbedWriteStage:
         summary = batch.select(list(SUMMARY_COLUMNS))
         return pa.Table.from_pylist([{
             "batch_id": uuid.uuid4().hex, "files_json": json.dumps(files),
-            "version_ids_json": json.dumps(tables["versions"].column("version_id").to_pylist()), "embeddings_ipc": to_ipc(vectors),
+            "version_ids_json": json.dumps(tables["versions"].column("version_id").to_pylist()),
+            "embeddings_ipc": to_ipc(vectors),
             "page_embeddings_ipc": to_ipc(page_vectors), "summary_ipc": to_ipc(summary), **counts,
         }])
 
