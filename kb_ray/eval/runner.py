@@ -97,7 +97,7 @@ def unavailable_reason(mode: str, searcher: Any) -> str | None:
     """Why ``mode`` cannot run with this searcher, or None when it can."""
     if mode not in EVAL_MODES:
         return f"unknown mode {mode!r}; use {', '.join(EVAL_MODES)}"
-    if mode in PAGE_MODES and getattr(getattr(searcher, "_loaded", None), "pages", None) is None:
+    if mode in PAGE_MODES and not getattr(searcher, "has_page_index", False):
         return "not available: the generation has no page index (ingest with pages.enabled=true, then build-index)"
     if mode == "hybrid+rerank" and getattr(searcher, "reranker", None) is None:
         return "not available: no reranker configured (set search.rerank_model_path)"

@@ -104,8 +104,17 @@ class HybridSearcher:
                    gate_max_age_s=gate_max_age_s, page_embedder=page_embedder)
 
     @property
+    def manifest(self) -> GenerationManifest:
+        """The manifest of the generation being served."""
+        return self._loaded.manifest
+
+    @property
     def generation(self) -> str:
-        return self._loaded.manifest.generation_id
+        return self.manifest.generation_id
+
+    @property
+    def has_page_index(self) -> bool:
+        return self._loaded.pages is not None
 
     def refresh(self) -> bool:
         """Follow ``CURRENT``: load and switch to a new live generation; True if switched."""

@@ -58,7 +58,7 @@ class ShardSearcher:
         self._checked = time.monotonic()
 
     def generation(self) -> dict[str, str]:
-        manifest = self.searcher._loaded.manifest
+        manifest = self.searcher.manifest
         return {"generation": manifest.generation_id, "embedder_fp": manifest.embedder_fp}
 
     def search(self, request: dict[str, Any], query_vector: list[float] | None) -> dict[str, Any]:
