@@ -55,15 +55,19 @@ class DeltaCatalog:
     ) -> DeltaCatalog:
         """Open the catalog at ``kb_root``, creating missing tables when ``create``.
 
+        A catalog that exists (its marker is there, same schema version) always gets the
+        tables this kb-ray adds created, ``create`` or not: a new table is additive, and
+        readers of an older catalog must not fail on it.
+
         Raises ``CatalogError`` when the catalog was written under another schema
-        version, or when tables are missing and ``create`` is false.
+        version, or when there is no catalog and ``create`` is false.
         """
         catalog = cls(kb_root, storage_options=storage_options)
         marker = catalog._read_marker()
         if marker is not None:
             contract.check_schema_version(marker.get("schema_version"), where=catalog.marker_uri)
         for name in contract.schemas().TABLE_NAMES:
-            catalog._open_or_create_table(name, create=create)
+            catalog._open_or_create_table(name, create=create or marker is not None)
         if marker is None:
             catalog._write_marker()
         return catalog
@@ -99,8 +103,8 @@ class DeltaCatalog:
             return
         if not create:
             raise CatalogError(
-                f"catalog table {table_name!r} is missing at {uri}; open the catalog with "
-                "create=True (or run `kb-ray init`) to create it"
+                f"no kb-ray catalog at {self.kb_root} (table {table_name!r} is missing at {uri}): "
+                "run `kb-ray ingest` first, or open the catalog with create=True"
             )
         self._create_table(table_name, uri)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +45,13 @@ def test_reopen_keeps_data(tmp_path):
 def test_open_without_create_refuses_missing_catalog(tmp_path):
     with pytest.raises(CatalogError, match="create=True"):
         DeltaCatalog.open(str(tmp_path / "nothing"), create=False)
+
+
+def test_reading_an_existing_catalog_creates_tables_added_since(tmp_path):
+    DeltaCatalog.open(str(tmp_path / "kb"))
+    shutil.rmtree(tmp_path / "kb" / "tables" / "page_embeddings")  # as written by an older kb-ray
+    catalog = DeltaCatalog.open(str(tmp_path / "kb"), create=False)
+    assert catalog.read("page_embeddings").num_rows == 0
 
 
 def test_schema_version_mismatch_in_marker_is_refused(tmp_path):
