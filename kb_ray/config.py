@@ -21,11 +21,70 @@ class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class DoclingPdfSettings(_Settings):
+    """Docling's standard PDF pipeline (layout model + TableFormer, OCR optional) as the
+    ``docling_pdf`` parser. Weights load only from ``artifacts_path`` (never a hub);
+    when ``enabled``, PDFs go to it first and to ``pdf_text`` when it fails."""
+
+    enabled: bool = False
+    artifacts_path: str | None = None  # the folder `docling-tools models download` fills
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    num_threads: int = Field(4, ge=1, description="CPU threads of the model runtimes")
+    do_table_structure: bool = True
+    table_mode: Literal["accurate", "fast"] = "accurate"
+    do_ocr: bool = False
+    ocr_engine: Literal["rapidocr", "easyocr", "tesseract"] = "rapidocr"
+    force_full_page_ocr: bool = False
+    layout_batch_size: int = Field(4, ge=1)
+    table_batch_size: int = Field(4, ge=1)
+    ocr_batch_size: int = Field(4, ge=1)
+    images_scale: float = Field(2.0, gt=0, description="page image scale for figure crops (2.0 = 144 dpi)")
+    isolate: bool = True  # run in a child process: a real timeout, and memory returned on recycling
+    recycle_after_pages: int = Field(2000, ge=1, description="restart the child process after this many pages")
+
+
 class ParseSettings(_Settings):
     max_bytes: int = 100 * 1024 * 1024
     max_pages: int = 2000
     max_seconds: float = 300.0
     routes: dict[str, list[str]] | None = None  # MIME type → parser names, tried in order
+    figure_crops: bool = True  # figures keep a PNG crop in the blob store (captioning reads it)
+    figure_crop_dpi: int = Field(144, ge=36, le=600)
+    docling: DoclingPdfSettings = DoclingPdfSettings()
+
+
+class CaptionSettings(_Settings):
+    """VLM captions of figure crops. Prompt, model and sampling make the enricher fingerprint;
+    a caption is stored in ``enrichments`` keyed by (fingerprint, crop sha) and indexed as
+    a chunk of its own next to the figure; it never replaces the document's text."""
+
+    enabled: bool = False
+    backend: Literal["transformers", "openai", "vllm"] = "transformers"
+    model_id: str = "Qwen/Qwen2.5-VL-3B-Instruct"  # recorded; the served model name for ``openai``
+    model_path: str | None = None  # local weights for ``transformers`` / ``vllm``; never downloaded
+    endpoint: str | None = None  # ``openai``: base URL of an OpenAI-compatible server, e.g. http://vllm:8000/v1
+    api_key_env: str | None = None  # ``openai``: name of the environment variable holding the key
+    prompt: str = ("Describe this figure from a document in two or three sentences for a search index: "
+                   "what it shows, its labels, axes, units and any readable text.")
+    max_new_tokens: int = Field(128, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_image_side: int = Field(1024, ge=28, description="longer side in pixels, downscaled before captioning")
+    min_image_side: int = Field(32, ge=1, description="figures smaller than this (icons, rules) are not captioned")
+    timeout_s: float = Field(60.0, gt=0, description="per caption; over it the caption records an error")
+    retries: int = Field(1, ge=0)
+    max_concurrency: int = Field(8, ge=1, description="``openai``: requests in flight per actor")
+    batch_size: int = Field(8, ge=1, description="images per model call (transformers / vllm)")
+    device: str = "cpu"  # transformers
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # transformers / vllm
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)  # vllm
+    max_model_len: int = Field(8192, ge=256)  # vllm
+    price_per_1k_prompt_tokens: float = 0.0  # cost recorded per caption
+    price_per_1k_completion_tokens: float = 0.0
+
+
+class EnrichSettings(_Settings):
+    captions: CaptionSettings = CaptionSettings()
 
 
 class ChunkingSettings(_Settings):
@@ -61,6 +120,8 @@ class RaySettings(_Settings):
     embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=64)
     render: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
     page_embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
+    model_parse: StageSettings = StageSettings(concurrency=1, num_cpus=1.0, batch_size=4)  # docling_pdf
+    caption: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=8)
 
 
 class IngestSettings(_Settings):
@@ -130,6 +191,7 @@ class KbConfig(_Settings):
     ray: RaySettings = RaySettings()
     ingest: IngestSettings = IngestSettings()
     pages: PagesSettings = PagesSettings()
+    enrich: EnrichSettings = EnrichSettings()
     index: IndexSettings = IndexSettings()
     search: SearchSettings = SearchSettings()
     serve: ServeSettings = ServeSettings()
@@ -207,6 +269,10 @@ def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
         config.embedding.model_path = _resolve(base, config.embedding.model_path)
     if config.pages.model_path:
         config.pages.model_path = _resolve(base, config.pages.model_path)
+    if config.parse.docling.artifacts_path:
+        config.parse.docling.artifacts_path = _resolve(base, config.parse.docling.artifacts_path)
+    if config.enrich.captions.model_path:
+        config.enrich.captions.model_path = _resolve(base, config.enrich.captions.model_path)
     if config.search.rerank_model_path:
         config.search.rerank_model_path = _resolve(base, config.search.rerank_model_path)
     return config

@@ -54,7 +54,8 @@ class Block:
     for list items, and 0 otherwise.
     ``attrs`` holds kind-specific data:
       * table: ``{"rows": [[cell, ...], ...], "header_rows": int}``
-      * figure: ``{"image_sha": str | None}``; its caption, if any, is a separate
+      * figure: ``{"image_sha": str | None, "crop_sha": str | None}``: ``crop_sha`` names
+        the figure's PNG crop in :attr:`ParseResult.images`; its caption, if any, is a separate
         ``caption`` block that directly follows the figure or table it describes.
       * list_item: ``{"marker": "-" | "1." ...}`` (optional, ordered lists)
     A block may also span pages: ``extra_regions`` lists further (page, bbox) pairs.
@@ -86,6 +87,7 @@ class ParseResult:
     title: str | None = None
     error: str | None = None
     seconds: float = 0.0
+    images: dict[str, bytes] = field(default_factory=dict)  # sha256 -> PNG of each figure crop
 
     @classmethod
     def failed(cls, *, parser: str, mime: str, reason: str, detail: str = "") -> "ParseResult":

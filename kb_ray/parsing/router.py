@@ -9,7 +9,7 @@ Parsers are built lazily, so a deployment that never sees DOCX never imports Doc
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from typing import Any, Callable
 
 from kb_ray import ids
 from kb_ray.parsing.base import ParseLimits, Parser
@@ -21,6 +21,7 @@ _DOCLING_MIMES = OOXML_MIMES | {"text/html", "text/markdown"}
 
 PARSER_FACTORIES: dict[str, str] = {
     "pdf_text": "kb_ray.parsing.pdf_text:PdfTextParser",
+    "docling_pdf": "kb_ray.parsing.docling_pdf:DoclingPdfParser",
     "docling": "kb_ray.parsing.docling_formats:DoclingFormatsParser",
     "plain_text": "kb_ray.parsing.plain_text:PlainTextParser",
 }
@@ -43,14 +44,16 @@ class ParserRouter:
 
     name = "router"
 
-    def __init__(self, *, routes: dict[str, list[str]] | None = None, limits: ParseLimits | None = None) -> None:
+    def __init__(self, *, routes: dict[str, list[str]] | None = None, limits: ParseLimits | None = None,
+                 parser_options: dict[str, dict[str, Any]] | None = None) -> None:
         self.routes = routes or DEFAULT_ROUTES
         self.limits = limits or ParseLimits()
+        self.parser_options = parser_options or {}  # parser name -> keyword arguments of its constructor
         self._parsers: dict[str, Parser] = {}
 
     def parser(self, name: str) -> Parser:
         if name not in self._parsers:
-            self._parsers[name] = _load(PARSER_FACTORIES[name])()
+            self._parsers[name] = _load(PARSER_FACTORIES[name])(**self.parser_options.get(name, {}))
         return self._parsers[name]
 
     @property
