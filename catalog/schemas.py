@@ -172,6 +172,25 @@ PAGE_EMBEDDINGS = _table(
     ("dim", pa.int32()), ("dtype", pa.string()), ("vectors", pa.binary()),
 )
 
+ENRICHMENTS = _table(
+    "enrichments",
+    ("enricher_fp", "input_sha"),
+    """Model-made additions to documents, keyed by enricher fingerprint (model, prompt,
+    sampling settings) and the sha256 of the input it saw; today a VLM caption of a figure
+    crop (the PNG lives in the blob store under ``blobs/figures/<sha[:2]>/<sha>.png``).
+    Content-addressed like the embeddings: the same crop under the same enricher is
+    captioned once, whatever document it appears in. A failed or timed-out call keeps
+    its row with ``status = 'failed'`` and the ``error``; a later success replaces it.
+    ``prompt_tokens``, ``completion_tokens``, ``seconds`` and ``cost_usd`` record the
+    usage of that one call. The caption reaches search as a chunk of its own
+    (``chunks.kind = 'figure_description'``) placed at its figure's page and box; it never
+    replaces the document's text.""",
+    ("enricher_fp", pa.string()), ("input_sha", pa.string()), ("kind", pa.string()),
+    ("model", pa.string()), ("status", pa.string()), ("text", pa.string()), ("error", pa.string()),
+    ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("seconds", pa.float64()),
+    ("cost_usd", pa.float64()), ("run_id", pa.string()), ("created_at", TIMESTAMP),
+)
+
 INGEST_RUNS = _table(
     "ingest_runs",
     ("run_id",),
@@ -211,7 +230,7 @@ TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
-        EMBEDDINGS, PAGE_EMBEDDINGS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
+        EMBEDDINGS, PAGE_EMBEDDINGS, ENRICHMENTS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
     )
 }
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)

@@ -120,8 +120,8 @@ class RaySettings(_Settings):
     embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=64)
     render: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
     page_embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
-    model_parse: StageSettings = StageSettings(concurrency=1, num_cpus=1.0, batch_size=4)  # docling_pdf
-    caption: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=8)
+    model_parse: StageSettings = StageSettings(concurrency=1, num_cpus=0.25, batch_size=4)  # docling_pdf
+    caption: StageSettings = StageSettings(concurrency=1, num_cpus=0.25, batch_size=8)
 
 
 class IngestSettings(_Settings):

@@ -147,3 +147,5 @@ class DocumentVersion:
     chunks: list[VersionChunk] = field(default_factory=list)
     error: str | None = None
     stats: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # did not stop the version: e.g. a parser fallback
+    images: dict[str, bytes] = field(default_factory=dict)  # sha256 -> PNG of figure crops (blob store)

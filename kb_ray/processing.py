@@ -13,10 +13,11 @@ from kb_ray import ids
 from kb_ray.chunking.base import Chunker
 from kb_ray.chunking.recursive import RecursiveChunker
 from kb_ray.chunking.structural import StructuralChunker
-from kb_ray.config import ChunkingSettings, ParseSettings
+from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
 from kb_ray.model import DocumentVersion, Page
 from kb_ray.parsing.base import ParseLimits
-from kb_ray.parsing.router import ParserRouter
+from kb_ray.parsing.blocks import ParseResult
+from kb_ray.parsing.router import DEFAULT_ROUTES, DOCLING_PDF_ROUTES, ParserRouter
 from kb_ray.structure.builder import StructureBuilder
 
 
@@ -27,47 +28,63 @@ def build_chunker(settings: ChunkingSettings) -> Chunker:
 
 
 def build_router(settings: ParseSettings) -> ParserRouter:
+    """Routes from config, else the defaults (PDFs to ``docling_pdf`` first when it is enabled)."""
     limits = ParseLimits(max_bytes=settings.max_bytes, max_pages=settings.max_pages, max_seconds=settings.max_seconds)
-    return ParserRouter(routes=settings.routes, limits=limits)
+    routes = settings.routes or (DOCLING_PDF_ROUTES if settings.docling.enabled else DEFAULT_ROUTES)
+    options = {"pdf_text": {"figure_crops": settings.figure_crops, "crop_dpi": settings.figure_crop_dpi},
+               "docling_pdf": {"settings": settings.docling}}
+    return ParserRouter(routes=routes, limits=limits, parser_options=options)
 
 
 class DocumentProcessor:
     """Parses, structures and chunks one document's bytes into a :class:`DocumentVersion`."""
 
-    def __init__(self, *, parse: ParseSettings | None = None, chunking: ChunkingSettings | None = None) -> None:
+    def __init__(self, *, parse: ParseSettings | None = None, chunking: ChunkingSettings | None = None,
+                 captions: CaptionSettings | None = None) -> None:
         self.router = build_router(parse or ParseSettings())
         self.structurer = StructureBuilder()
         self.chunker = build_chunker(chunking or ChunkingSettings())
+        self.captions = captions if captions is not None and captions.enabled else None
         self._fingerprints: dict[str, str] | None = None
 
     @property
     def fingerprints(self) -> dict[str, str]:
-        """Each stage's fingerprint (recorded on every version row)."""
+        """Each stage's fingerprint (parser, structurer, chunker recorded on every version row;
+        the caption enricher's when captions are on)."""
         if self._fingerprints is None:
             self._fingerprints = {"parser": self.router.fingerprint, "structurer": self.structurer.fingerprint,
                                   "chunker": self.chunker.fingerprint}
+            if self.captions is not None:
+                from kb_ray.enrich.captioners import caption_fingerprint
+
+                self._fingerprints["enricher"] = caption_fingerprint(self.captions)
         return self._fingerprints
 
     @property
     def pipeline_fp(self) -> str:
-        """Fingerprint of parse + structure + chunk; part of every version id."""
+        """Fingerprint of parse + structure + chunk (+ captions); part of every version id, so
+        turning captions on or changing their model or prompt makes new versions."""
         f = self.fingerprints
-        return ids.combine_fingerprints(f["parser"], f["structurer"], f["chunker"])
+        return ids.combine_fingerprints(f["parser"], f["structurer"], f["chunker"],
+                                        *([f["enricher"]] if "enricher" in f else []))
 
     def process(self, data: bytes, *, collection: str, key: str, filename: str | None = None,
-                mime: str | None = None) -> DocumentVersion:
+                mime: str | None = None, parsed_first: ParseResult | None = None) -> DocumentVersion:
+        """``parsed_first``: the chain's first (model) parser already ran on these bytes elsewhere."""
         started = time.perf_counter()
         document_id = ids.document_id(collection=collection, key=key)
         raw_sha = ids.sha256_bytes(data)
         version_id = ids.version_id(document_id=document_id, raw_sha=raw_sha, pipeline_fp=self.pipeline_fp)
-        parsed = self.router.parse(data, filename=filename or PurePosixPath(key).name, mime=mime)
+        parsed = self.router.parse(data, filename=filename or PurePosixPath(key).name, mime=mime, done=parsed_first)
         version = DocumentVersion(
             version_id=version_id, document_id=document_id, raw_sha=raw_sha, pipeline_fp=self.pipeline_fp,
             parser=parsed.parser, mime=parsed.mime, status="failed", error=parsed.error, title=parsed.title,
             pages=[Page(p.page_no, p.width, p.height, p.has_text_layer) for p in parsed.pages],
         )
+        version.notes = list(parsed.notes)
         if parsed.status == "ok":
             self._structure_and_chunk(version, parsed.blocks)
+            version.images = _referenced_images(version.elements, parsed.images)
         version.stats = {"parse_seconds": parsed.seconds, "total_seconds": time.perf_counter() - started,
                          "pages": float(len(parsed.pages))}
         return version
@@ -85,6 +102,12 @@ class DocumentProcessor:
         version.title = version.title or _first_heading(structured.elements)
         version.status = "staged"
         version.error = None
+
+
+def _referenced_images(elements: list, images: dict[str, bytes]) -> dict[str, bytes]:
+    """The figure crops the element tree names (a crop of a dropped figure is not kept)."""
+    names = {element.attrs.get("crop_sha") for element in elements if element.kind == "figure"}
+    return {sha: png for sha, png in images.items() if sha in names}
 
 
 def _first_heading(elements: list) -> str | None:

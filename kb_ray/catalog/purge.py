@@ -64,9 +64,9 @@ def purge(catalog: DeltaCatalog, *, superseded: bool = False) -> PurgeReport:
 
 def _purge_page_blobs(catalog: DeltaCatalog) -> int:
     """Delete page PNGs no page row names (after the page rows above are gone)."""
-    from kb_ray.pages.blobs import PageBlobStore
+    from kb_ray.catalog.blobs import BlobStore
 
-    store = PageBlobStore(catalog.kb_root, storage_options=catalog.storage_options)
+    store = BlobStore(catalog.kb_root, storage_options=catalog.storage_options, kind="pages")
     present = store.list_shas()
     if not present:
         return 0

@@ -117,9 +117,9 @@ def verify_catalog(catalog: DeltaCatalog) -> VerifyReport:
 
 def _check_page_blobs(catalog: DeltaCatalog, connection, report: VerifyReport) -> None:
     """Every page image a page row names is in the blob store; blobs no page names are residue."""
-    from kb_ray.pages.blobs import PageBlobStore
+    from kb_ray.catalog.blobs import BlobStore
 
-    present = set(PageBlobStore(catalog.kb_root, storage_options=catalog.storage_options).list_shas())
+    present = set(BlobStore(catalog.kb_root, storage_options=catalog.storage_options, kind="pages").list_shas())
     used = {row[0] for row in connection.execute(
         "SELECT DISTINCT image_sha FROM pages WHERE image_sha IS NOT NULL").fetchall()}
     report.violations["page_image_without_blob"] = len(used - present)

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if not path.is_file():
         raise SourceError(f"{path} is not a file")
-    processor = DocumentProcessor(parse=config.parse, chunking=config.chunking)
+    processor = DocumentProcessor(parse=config.parse, chunking=config.chunking)  # captions need the ingest
     version = processor.process(path.read_bytes(), collection=config.ingest.collection,
                                 key=path.resolve().as_posix(), filename=path.name)
     if args.json:

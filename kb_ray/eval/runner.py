@@ -126,8 +126,9 @@ def _outcome(query: EvalQuery, hits: list[dict], labels: _Labels, texts: Canonic
     relevant = labels.qrels.get(query.id, set())
     outcome = QueryOutcome(id=query.id, kind=query.kind, answerable=query.answerable,
                            chunk_ids=[h["chunk_id"] for h in hits], relevant=sorted(relevant), latency_ms=latency)
-    outcome.quotes_checked = len(hits)
-    outcome.quotes_bad = sum(not quote_matches(h, texts.text(h["version_id"])) for h in hits)
+    quoted = [h for h in hits if h.get("quote") is not None]  # generated figure descriptions quote nothing
+    outcome.quotes_checked = len(quoted)
+    outcome.quotes_bad = sum(not quote_matches(h, texts.text(h["version_id"])) for h in quoted)
     if hits:
         outcome.top_scores = _top_scores(hits)
         outcome.top_relevant = hits[0]["chunk_id"] in relevant if query.answerable else None

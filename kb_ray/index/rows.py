@@ -24,13 +24,14 @@ HYDRATION_SCHEMA = pa.schema([
     ("tags", pa.list_(pa.string())), ("mime", pa.string()), ("created_at", TIMESTAMP),
     ("metadata_json", pa.string()), ("text", pa.string()), ("heading_path", pa.list_(pa.string())),
     ("spans", pa.list_(SPAN)), ("pages", pa.list_(pa.int32())), ("regions", pa.list_(REGION)),
-    ("ordinal", pa.int32()),
+    ("ordinal", pa.int32()), ("chunk_kind", pa.string()),
 ])
 
 _ACTIVE_CHUNKS = """
     SELECT c.chunk_id, d.document_id, vc.version_id, coalesce(d.title, v.title) AS title, d.uri,
            d.collection, d.tags, coalesce(d.mime, v.mime) AS mime, d.created_at, d.metadata_json,
-           c.text, c.heading_path, vc.spans, vc.pages, vc.regions, vc.ordinal, c.embed_text_sha
+           c.text, c.heading_path, vc.spans, vc.pages, vc.regions, vc.ordinal, c.kind AS chunk_kind,
+           c.embed_text_sha
     FROM documents d
     JOIN versions v ON v.version_id = d.active_version_id
     JOIN version_chunks vc ON vc.version_id = d.active_version_id

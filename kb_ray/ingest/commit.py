@@ -1,7 +1,7 @@
 """The driver side of a micro-batch: commit what the workers wrote, then flip documents.
 
-Order matters (DESIGN §4): data rows first (embeddings, page embeddings, chunks, elements, pages,
-version_chunks), ``versions`` after them (so a version row proves its rows are all there),
+Order matters (DESIGN §4): data rows first (embeddings, page embeddings, enrichments, chunks,
+elements, pages, version_chunks), ``versions`` after them (so a version row proves its rows are all there),
 then ``documents`` — the commit point that makes the batch visible — then ``sources`` and
 ``ingest_log``. Every commit carries the app transaction (``ingest:{run_id}``, batch
 number) and is skipped if that transaction is already in the table's log.
@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 DATA_TABLE_ORDER = ("chunks", "elements", "pages", "version_chunks", "versions")
 VERSION_KEYED = ("elements", "pages", "version_chunks", "versions")
 COUNT_KEYS = ("chunks_new", "chunks_reused", "embeddings_computed", "embeddings_cached", "pages_rendered",
-              "page_embeddings_computed", "page_embeddings_cached")
+              "page_embeddings_computed", "page_embeddings_cached", "captions_computed", "captions_cached",
+              "captions_failed", "captions_skipped")
 
 
 @dataclass
@@ -54,6 +55,8 @@ class MicroBatchCommitter:
         self._commit_embeddings(from_ipc(batch["embeddings_ipc"]), batch_no)
         if batch.get("page_embeddings_ipc"):
             self._commit_page_embeddings(from_ipc(batch["page_embeddings_ipc"]), batch_no)
+        if batch.get("enrichments_ipc"):
+            self._commit_enrichments(from_ipc(batch["enrichments_ipc"]), batch_no)
         self._commit_data_files(files, json.loads(batch["version_ids_json"]), batch_no)
         self._flip_documents(summary, batch_no)
         self.record_sources(summary, batch_no=batch_no)
@@ -79,6 +82,22 @@ class MicroBatchCommitter:
         fresh = vectors.filter(pc.invert(pc.is_in(vectors.column(key), found.column(key))))
         if fresh.num_rows:
             self.catalog.merge_upsert(table_name, fresh, keys=["embedder_fp", key], insert_only=True,
+                                      app_id=self.app_id, app_version=batch_no)
+
+    def _commit_enrichments(self, rows: pa.Table, batch_no: int) -> None:
+        """New captions, and successes that replace a recorded failure; a failure never
+        replaces anything (another run may have captioned that crop meanwhile)."""
+        if not rows.num_rows:
+            return
+        fp = rows.column("enricher_fp")[0].as_py()
+        found = self.catalog.read("enrichments", columns=["input_sha", "status"], filter=(
+            (pc.field("enricher_fp") == fp) & pc.field("input_sha").isin(rows.column("input_sha"))))
+        status = dict(zip(found.column("input_sha").to_pylist(), found.column("status").to_pylist()))
+        keep = [sha not in status or (status[sha] == "failed" and new == "ok")
+                for sha, new in zip(rows.column("input_sha").to_pylist(), rows.column("status").to_pylist())]
+        fresh = rows.filter(pa.array(keep))
+        if fresh.num_rows:
+            self.catalog.merge_upsert("enrichments", fresh, keys=["enricher_fp", "input_sha"],
                                       app_id=self.app_id, app_version=batch_no)
 
     def _commit_data_files(self, files: list[DataFile], version_ids: list[str], batch_no: int) -> None:

@@ -23,32 +23,25 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import PagesSettings
-from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
+from kb_ray.ingest.rows import from_ipc, replace_column, to_ipc, to_table
 from kb_ray.pages import multivectors
-from kb_ray.pages.blobs import PageBlobStore
 from kb_ray.pages.render import PageRenderer
-
-
-def _replace(batch: pa.Table, name: str, values: list[Any], typ: pa.DataType) -> pa.Table:
-    column = pa.array(values, typ)
-    if name in batch.column_names:
-        return batch.set_column(batch.column_names.index(name), name, column)
-    return batch.append_column(name, column)
 
 
 class RenderStage:
     def __init__(self, *, kb_root: str, storage_options: dict[str, str], pages: PagesSettings) -> None:
         self.renderer = PageRenderer(dpi=pages.dpi, max_pages=pages.max_pages, max_pixels=pages.max_pixels)
-        self.blobs = PageBlobStore(kb_root, storage_options=storage_options)
+        self.blobs = BlobStore(kb_root, storage_options=storage_options, kind="pages")
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.select(["raw", "pages_ipc", "error"]).to_pylist()
         results = [self._render(row) for row in rows]
-        batch = _replace(batch, "pages_ipc", [r[0] for r in results], pa.binary())
-        batch = _replace(batch, "error", [r[1] for r in results], pa.string())
-        batch = _replace(batch, "pages_rendered", [r[2] for r in results], pa.int32())
+        batch = replace_column(batch, "pages_ipc", [r[0] for r in results], pa.binary())
+        batch = replace_column(batch, "error", [r[1] for r in results], pa.string())
+        batch = replace_column(batch, "pages_rendered", [r[2] for r in results], pa.int32())
         return batch.drop_columns(["raw"])
 
     def _render(self, row: dict[str, Any]) -> tuple[bytes | None, str | None, int]:
@@ -70,7 +63,7 @@ class PageEmbedStage:
         from kb_ray.pages.embedder import PageEmbedder
 
         self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
-        self.blobs = PageBlobStore(kb_root, storage_options=storage_options)
+        self.blobs = BlobStore(kb_root, storage_options=storage_options, kind="pages")
         self.embedder = PageEmbedder(pages)
         self.embedder_fp = self.embedder.fingerprint
 
@@ -83,10 +76,10 @@ class PageEmbedStage:
         for row in rows:
             per_doc[owners[row["image_sha"]]].append(row)
         first = [1 if i == 0 else 0 for i in range(batch.num_rows)]
-        batch = _replace(batch, "page_embeddings_ipc",
+        batch = replace_column(batch, "page_embeddings_ipc",
                          [to_ipc(to_table("page_embeddings", r)) if r else None for r in per_doc], pa.binary())
-        batch = _replace(batch, "page_embeddings_computed", [f * len(missing) for f in first], pa.int32())
-        return _replace(batch, "page_embeddings_cached", [f * len(cached) for f in first], pa.int32())
+        batch = replace_column(batch, "page_embeddings_computed", [f * len(missing) for f in first], pa.int32())
+        return replace_column(batch, "page_embeddings_cached", [f * len(cached) for f in first], pa.int32())
 
     @staticmethod
     def _owners(pages_ipc: list[bytes | None]) -> dict[str, int]:

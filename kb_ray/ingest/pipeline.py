@@ -37,8 +37,11 @@ def start_ray(config: KbConfig) -> bool:
 
 
 def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str):
-    """todo rows → parse (CPU actor pool) → [render pages → page-embed (actor pools), when
-    ``pages.enabled``] → embed + write data files (embedding actor pool).
+    """todo rows → [model parse: Docling, when ``parse.docling.enabled`` (GPU actor pool)] →
+    parse, structure, chunk (CPU actor pool) → [caption figures, when
+    ``enrich.captions.enabled`` (actor pool, GPU for in-process models)] → [render pages →
+    page-embed (actor pools), when ``pages.enabled``] → embed + write data files (embedding
+    actor pool).
 
     The output has one row per micro-batch for the driver to commit."""
     import ray
@@ -48,9 +51,18 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str):
     blocks = max(1, min(todo.num_rows // max(1, config.ray.parse.batch_size), 256))
     dataset = ray.data.from_arrow([todo.slice(offset, length) for offset, length in _slices(todo.num_rows, blocks)])
     storage = {"kb_root": config.kb_root, "storage_options": config.storage_options}
+    processing = {"parse": config.parse, "chunking": config.chunking, "captions": config.enrich.captions}
+    if config.parse.docling.enabled:
+        from kb_ray.ingest.model_parse_stage import ModelParseStage
+
+        dataset = _actor_stage(dataset, ModelParseStage, config.ray.model_parse, {**storage, **processing})
     dataset = _actor_stage(dataset, ParseStage, config.ray.parse, {
-        **storage, "parse": config.parse, "chunking": config.chunking, "run_id": run_id,
-        "keep_raw_for_pages": config.pages.enabled})
+        **storage, **processing, "run_id": run_id, "keep_raw_for_pages": config.pages.enabled})
+    if config.enrich.captions.enabled:
+        from kb_ray.ingest.caption_stage import CaptionStage
+
+        dataset = _actor_stage(dataset, CaptionStage, config.ray.caption, {
+            **storage, "captions": config.enrich.captions, "run_id": run_id})
     if config.pages.enabled:
         from kb_ray.ingest.page_stages import PageEmbedStage, RenderStage
 

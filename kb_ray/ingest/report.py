@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from kb_ray.parsing.router import FALLBACK_MARKER
+
 
 @dataclass
 class IngestReport:
@@ -19,6 +21,8 @@ class IngestReport:
     embeddings: dict[str, int] = field(default_factory=lambda: {"computed": 0, "cached": 0})
     page_images: dict[str, int] = field(default_factory=lambda: {"rendered": 0, "noted": 0})
     page_embeddings: dict[str, int] = field(default_factory=lambda: {"computed": 0, "cached": 0})
+    captions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("computed", "cached", "failed", "skipped"), 0))
+    fallbacks: int = 0  # parses where the first parser failed and a later one succeeded
     parses: int = 0
     pages: int = 0
     micro_batches: int = 0
@@ -38,6 +42,7 @@ class IngestReport:
                                          and (row.get("error") or "").startswith("pages:"))
         self.failures += [{"uri": row["uri"], "error": row.get("error") or ""} for row in rows
                           if row["action"] == "failed"]
+        self.fallbacks += sum(1 for row in rows if row["action"] != "failed" and FALLBACK_MARKER in (row.get("error") or ""))
 
     def add_counts(self, counts: dict[str, int]) -> None:
         self.chunks["new"] += counts.get("chunks_new", 0)
@@ -47,6 +52,8 @@ class IngestReport:
         self.page_images["rendered"] += counts.get("pages_rendered", 0)
         self.page_embeddings["computed"] += counts.get("page_embeddings_computed", 0)
         self.page_embeddings["cached"] += counts.get("page_embeddings_cached", 0)
+        for key in self.captions:
+            self.captions[key] += counts.get(f"captions_{key}", 0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +72,12 @@ class IngestReport:
             p, pe = self.page_images, self.page_embeddings
             lines.append(f"  page images rendered {p['rendered']} (limits noted on {p['noted']} documents)"
                          f"  page embeddings computed {pe['computed']}  cached {pe['cached']}")
+        if any(self.captions.values()):
+            cap = self.captions
+            lines.append(f"  captions   computed {cap['computed']}  cached {cap['cached']}  failed {cap['failed']}"
+                         f"  too small {cap['skipped']}")
+        if self.fallbacks:
+            lines.append(f"  fallbacks  {self.fallbacks} documents parsed by a later parser of their chain")
         lines += [f"  FAILED {f['uri']}: {f['error']}" for f in self.failures[:20]]
         if len(self.failures) > 20:
             lines.append(f"  … and {len(self.failures) - 20} more (see: kb-ray sql --query failure_reasons)")

@@ -91,6 +91,14 @@ def version_tables(version: DocumentVersion, *, fingerprints: dict[str, str], ru
     return {name: to_table(name, table_rows) for name, table_rows in rows.items()}
 
 
+def replace_column(batch: pa.Table, name: str, values: list[Any], typ: pa.DataType) -> pa.Table:
+    """``batch`` with column ``name`` set to ``values`` (appended when it is new)."""
+    column = pa.array(values, typ)
+    if name in batch.column_names:
+        return batch.set_column(batch.column_names.index(name), name, column)
+    return batch.append_column(name, column)
+
+
 def to_table(table_name: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=table_spec(table_name).schema)
 

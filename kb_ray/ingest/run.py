@@ -57,7 +57,8 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None) -> In
 def _plan(catalog: DeltaCatalog, config: KbConfig) -> IngestPlan:
     listing = list_sources(config.ingest.sources, collection=config.ingest.collection,
                            include=config.ingest.include, storage_options=config.storage_options)
-    pipeline_fp = DocumentProcessor(parse=config.parse, chunking=config.chunking).pipeline_fp
+    pipeline_fp = DocumentProcessor(parse=config.parse, chunking=config.chunking,
+                                    captions=config.enrich.captions).pipeline_fp
     plan = plan_ingest(listing, catalog=catalog, collection=config.ingest.collection, pipeline_fp=pipeline_fp)
     logger.info("plan: %d to process, %d unchanged, %d vanished", plan.todo.num_rows, plan.unchanged.num_rows,
                 plan.vanished.num_rows)

@@ -88,6 +88,7 @@ class ParseResult:
     error: str | None = None
     seconds: float = 0.0
     images: dict[str, bytes] = field(default_factory=dict)  # sha256 -> PNG of each figure crop
+    notes: list[str] = field(default_factory=list)  # e.g. which parser failed before this one succeeded
 
     @classmethod
     def failed(cls, *, parser: str, mime: str, reason: str, detail: str = "") -> "ParseResult":

@@ -1,7 +1,8 @@
 """Born-digital PDFs through pypdfium2's text layer: character boxes → blocks.
 
 Embedded images larger than ``FIGURE_MIN_AREA`` of the page become ``figure`` blocks
-(vector drawings do not); a paragraph cut by a page or column break is joined back into
+(vector drawings do not), each with a PNG crop of its page region rendered at
+``crop_dpi`` (``ParseResult.images``, named by ``attrs["crop_sha"]``); a paragraph cut by a page or column break is joined back into
 one block whose ``extra_regions`` hold the continuation's place.
 
 pdfium is not thread-safe (two threads opening pages at once crashed the process), so
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import io
 import math
 import re
 import threading
@@ -55,6 +57,7 @@ class PageImage:
 
     box: tuple[float, float, float, float]
     attrs: dict[str, Any]
+    crop: bytes | None = None  # PNG of the page region under the box
 
 
 @dataclass
@@ -71,8 +74,14 @@ class PdfTextParser(Parser):
     version = "2"  # 2: continuations joined across page/column breaks; images become figures
     mimes = frozenset({"application/pdf"})
 
+    def __init__(self, *, figure_crops: bool = True, crop_dpi: int = 144) -> None:
+        self.crop_dpi = crop_dpi if figure_crops else None
+
+    def config(self) -> dict[str, Any]:
+        return {"crop_dpi": self.crop_dpi}
+
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
-        meta_title, pages = extract_pages(data, max_pages=limits.max_pages)
+        meta_title, pages = extract_pages(data, max_pages=limits.max_pages, crop_dpi=self.crop_dpi)
         if not any(page.info.has_text_layer for page in pages):
             raise ParseError(
                 "no_text_layer",
@@ -82,15 +91,17 @@ class PdfTextParser(Parser):
         blocks = layout_blocks([page.info for page in pages], [build_lines(p.chars) for p in pages],
                                [page.images for page in pages])
         title = meta_title or next((b.text for b in blocks if b.kind in ("title", "heading")), None)
+        crops = {image.attrs["crop_sha"]: image.crop for page in pages for image in page.images if image.crop}
         return ParseResult(status="ok", parser=self.name, mime=mime, blocks=blocks,
-                           pages=[page.info for page in pages], title=title)
+                           pages=[page.info for page in pages], title=title, images=crops)
 
 
 # -- pdfium access (always under PDFIUM_LOCK) -----------------------------------------
 
 
-def extract_pages(data: bytes, *, max_pages: int) -> tuple[str | None, list[_Page]]:
-    """Open the PDF and read every page's characters; raises ParseError for bad input."""
+def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None) -> tuple[str | None, list[_Page]]:
+    """Open the PDF and read every page's characters (and, with ``crop_dpi``, render a crop
+    of every figure); raises ParseError for bad input."""
     with PDFIUM_LOCK:
         pdf = _open(data)
         try:
@@ -99,7 +110,7 @@ def extract_pages(data: bytes, *, max_pages: int) -> tuple[str | None, list[_Pag
                 raise ParseError("too_many_pages", f"{count} pages > limit {max_pages}")
             if count == 0:
                 raise ParseError("empty", "the PDF has no pages")
-            return _metadata_title(pdf), [_read_page(pdf, index) for index in range(count)]
+            return _metadata_title(pdf), [_read_page(pdf, index, crop_dpi) for index in range(count)]
         finally:
             pdf.close()
 
@@ -118,7 +129,7 @@ def _metadata_title(pdf: pdfium.PdfDocument) -> str | None:
     return None if title.lower() in _PLACEHOLDER_TITLES else title
 
 
-def _read_page(pdf: pdfium.PdfDocument, index: int) -> _Page:
+def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None) -> _Page:
     page = pdf[index]
     try:
         width, height, to_display = _display_transform(page)
@@ -128,6 +139,8 @@ def _read_page(pdf: pdfium.PdfDocument, index: int) -> _Page:
         finally:
             textpage.close()
         images = _page_images(page, to_display, width, height)
+        if images and crop_dpi:
+            _crop_figures(page, images, scale=crop_dpi / 72.0)
     finally:
         page.close()
     has_text = any(char.text != " " for char in chars)  # images alone are no text layer
@@ -156,6 +169,24 @@ def _page_images(page: pdfium.PdfPage, to_display: Callable, width: float, heigh
         if FIGURE_MIN_AREA < share <= FIGURE_MAX_AREA:
             images.append(PageImage(box, _image_attrs(obj)))
     return images
+
+
+def _crop_figures(page: pdfium.PdfPage, images: list[PageImage], *, scale: float) -> None:
+    """Render the page once and cut each figure's box out as a PNG (what a captioner sees:
+    the image as placed, clipped and rotated on the page, with anything drawn over it)."""
+    bitmap = page.render(scale=scale)
+    try:
+        rendered = bitmap.to_pil().convert("RGB")
+    finally:
+        bitmap.close()
+    for image in images:
+        x0, y0, x1, y1 = (round(value * scale) for value in image.box)
+        if x1 - x0 < 1 or y1 - y0 < 1:
+            continue
+        buffer = io.BytesIO()
+        rendered.crop((x0, y0, x1, y1)).save(buffer, format="PNG", optimize=False)
+        image.crop = buffer.getvalue()
+        image.attrs["crop_sha"] = hashlib.sha256(image.crop).hexdigest()
 
 
 def _image_box(obj: pdfium.PdfImage, to_display: Callable, width: float, height: float):

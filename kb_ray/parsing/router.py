@@ -2,8 +2,14 @@
 
 The router checks that the bytes can be of the claimed type (a PNG renamed ``.pdf`` is
 refused with that reason), then tries each candidate parser in order until one succeeds.
-Failures that another parser cannot fix (over a limit, encrypted, empty) stop the chain.
+Failures that another parser cannot fix (over a limit, encrypted, empty) stop the chain,
+except after a *model* parser (Docling's layout pipeline): its timeout, crash or empty
+output says nothing about the text layer, so the chain goes on to ``pdf_text``.
 Parsers are built lazily, so a deployment that never sees DOCX never imports Docling.
+
+A model parser can run elsewhere (a GPU actor pool): :meth:`ParserRouter.parse_first`
+runs only the chain's first parser, and ``parse(..., done=result)`` continues the chain
+from that result.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from kb_ray.parsing.blocks import ParseResult
 from kb_ray.parsing.mime import EXTENSION_MIMES, OOXML_MIMES, content_mismatch, mime_from_name
 
 FINAL_REASONS = frozenset({"too_large", "too_many_pages", "encrypted", "empty", "timeout", "invalid_encoding"})
+MODEL_PARSER_RETRYABLE = frozenset({"empty", "timeout"})  # after a model parser, pdf_text may still succeed
+MODEL_PARSERS = frozenset({"docling_pdf"})
+FALLBACK_MARKER = "; parsed by "  # in the note a successful fallback leaves: "<parser> failed (<error>); parsed by <parser>"
 _DOCLING_MIMES = OOXML_MIMES | {"text/html", "text/markdown"}
 
 PARSER_FACTORIES: dict[str, str] = {
@@ -32,6 +41,7 @@ DEFAULT_ROUTES: dict[str, list[str]] = {
     "text/html": ["docling"],
     **{mime: ["docling"] for mime in OOXML_MIMES},
 }
+DOCLING_PDF_ROUTES: dict[str, list[str]] = {**DEFAULT_ROUTES, "application/pdf": ["docling_pdf", "pdf_text"]}
 
 
 def _load(spec: str) -> Callable[[], Parser]:
@@ -63,29 +73,64 @@ class ParserRouter:
         config = {"routes": self.routes, "parsers": {name: self.parser(name).fingerprint for name in names}}
         return ids.fingerprint(kind="parser", name=self.name, version="1", config=config)
 
-    def parse(self, data: bytes, *, filename: str, mime: str | None = None) -> ParseResult:
+    def model_parser_for(self, *, filename: str, mime: str | None = None) -> str | None:
+        """The model parser that heads this file's chain, if any (what the GPU pool runs)."""
+        chain = self.routes.get(mime or mime_from_name(filename)) or []
+        return chain[0] if chain and chain[0] in MODEL_PARSERS else None
+
+    def parse_first(self, data: bytes, *, filename: str, mime: str | None = None) -> ParseResult:
+        """Run only the first parser of the chain (the caller continues with ``parse(done=)``)."""
         mime = mime or mime_from_name(filename)
-        chain = self.routes.get(mime)
-        if not chain:
+        refused = self._refusal(data, filename=filename, mime=mime)
+        if refused is not None:
+            return refused
+        return self.parser(self.routes[mime][0]).parse(data, mime=mime, filename=filename, limits=self.limits)
+
+    def parse(self, data: bytes, *, filename: str, mime: str | None = None, done: ParseResult | None = None) -> ParseResult:
+        """Parse with the first parser of the chain that succeeds.
+
+        ``done``: the result :meth:`parse_first` gave elsewhere for these bytes; returned when
+        it succeeded or cannot be retried, else the chain continues after that parser."""
+        mime = mime or mime_from_name(filename)
+        refused = self._refusal(data, filename=filename, mime=mime)
+        if refused is not None:
+            return refused
+        chain = self.routes[mime]
+        if done is not None and (done.status == "ok" or done.parser not in chain or self._is_final(done)):
+            return done
+        start = chain.index(done.parser) + 1 if done is not None else 0
+        return self._first_success(chain[start:], data, filename=filename, mime=mime, failure=done)
+
+    def _refusal(self, data: bytes, *, filename: str, mime: str) -> ParseResult | None:
+        if not self.routes.get(mime):
             known = ", ".join(sorted(EXTENSION_MIMES))
             return ParseResult.failed(parser=self.name, mime=mime, reason="unsupported_type",
                                       detail=f"no parser for {mime!r} ({filename}); supported: {known}")
         mismatch = content_mismatch(claimed=mime, data=data) if data else None
-        if mismatch and mime != "application/pdf":
-            return ParseResult.failed(parser=self.name, mime=mime, reason="unsupported_type", detail=mismatch)
         if mismatch:
-            return ParseResult.failed(parser=self.name, mime=mime, reason="corrupt", detail=mismatch)
-        return self._first_success(chain, data, filename=filename, mime=mime)
+            reason = "corrupt" if mime == "application/pdf" else "unsupported_type"
+            return ParseResult.failed(parser=self.name, mime=mime, reason=reason, detail=mismatch)
+        return None
 
-    def _first_success(self, chain: list[str], data: bytes, *, filename: str, mime: str) -> ParseResult:
-        first_failure: ParseResult | None = None
+    def _first_success(self, chain: list[str], data: bytes, *, filename: str, mime: str,
+                       failure: ParseResult | None = None) -> ParseResult:
+        failures: list[ParseResult] = [failure] if failure is not None else []
         for name in chain:
             result = self.parser(name).parse(data, mime=mime, filename=filename, limits=self.limits)
             if result.status == "ok":
+                result.notes += [f"{f.parser} failed ({f.error}){FALLBACK_MARKER}{name}" for f in failures]
                 return result
-            first_failure = first_failure or result
-            if (result.error or "").split(":")[0] in FINAL_REASONS:
+            failures.append(result)
+            if self._is_final(result):
                 break
-        assert first_failure is not None
-        return first_failure
+        assert failures
+        return failures[0]
+
+    @staticmethod
+    def _is_final(result: ParseResult) -> bool:
+        """A failure no later parser can fix."""
+        reason = (result.error or "").split(":")[0]
+        if result.parser in MODEL_PARSERS and reason in MODEL_PARSER_RETRYABLE:
+            return False
+        return reason in FINAL_REASONS
 

@@ -30,14 +30,21 @@ def gather(per_shard: list[tuple[SearchShard, tuple]], n: int) -> list[tuple[str
     return merged[:n]
 
 
+GENERATED_CHUNK_KINDS = frozenset({"figure_description"})  # model-written text: nothing in the document to quote
+
+
 def hydrate(candidate: Candidate, shard: SearchShard, *, score: float) -> dict[str, Any]:
-    """The hit dict the API returns; ``quote`` is the canonical text at the chunk's spans."""
+    """The hit dict the API returns; ``quote`` is the canonical text at the chunk's spans,
+    ``None`` for a generated chunk (a figure's caption by a VLM), which cites its figure's
+    page and box through ``regions`` instead."""
     row = shard.hydration.slice(candidate.row, 1).to_pylist()[0]
+    chunk_kind = row.get("chunk_kind") or "text"  # generations built before chunk kinds were indexed
     return {
         "kind": "chunk", "chunk_id": row["chunk_id"], "document_id": row["document_id"], "version_id": row["version_id"],
         "title": row["title"], "uri": row["uri"], "collection": row["collection"], "mime": row["mime"],
         "score": score, "ranks": dict(candidate.ranks), "scores": dict(candidate.scores),
-        "text": row["text"], "quote": row["text"],
+        "chunk_kind": chunk_kind, "generated": chunk_kind in GENERATED_CHUNK_KINDS,
+        "text": row["text"], "quote": None if chunk_kind in GENERATED_CHUNK_KINDS else row["text"],
         "spans": [(span["start"], span["end"]) for span in row["spans"] or []],
         "pages": list(row["pages"] or []),
         "regions": [{"page": r["page"], "bbox": [round(r[c], 4) for c in ("x0", "y0", "x1", "y1")]} for r in row["regions"] or []],

@@ -42,5 +42,8 @@ def citation_line(hit: dict[str, Any]) -> str:
     if regions:
         box = ", ".join(f"{v:.2f}" for v in regions[0]["bbox"])
         where += f", page {regions[0]['page']}, box [{box}]"
+    if hit.get("quote") is None:  # a generated figure description: say so, never pass it off as a quote
+        text = " ".join((hit.get("text") or "").split())
+        return f"{where}: [figure, described by a model] {text[:240]}{'…' if len(text) > 240 else ''}"
     quote = " ".join(hit["quote"].split())
     return f'{where}: "{quote[:240]}{"…" if len(quote) > 240 else ""}"'

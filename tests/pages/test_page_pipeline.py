@@ -12,7 +12,7 @@ from kb_ray.catalog.verify import verify_catalog
 from kb_ray.index import build_index
 from kb_ray.ingest.run import run_ingest
 from kb_ray.pages import multivectors
-from kb_ray.pages.blobs import PageBlobStore
+from kb_ray.catalog.blobs import BlobStore
 from kb_ray.search.searcher import HybridSearcher
 from tests.ingest.helpers import catalog, ingest_config
 from tests.pages.conftest import page_overrides
@@ -43,7 +43,7 @@ def test_ingest_renders_and_embeds_every_pdf_page(pages_kb):
     assert first.page_embeddings == {"computed": PDF_PAGES, "cached": 0}
     pages = catalog(kb).read("pages").to_pylist()
     assert len(pages) == PDF_PAGES and all(p["image_sha"] for p in pages)
-    store = PageBlobStore(str(kb))
+    store = BlobStore(str(kb), kind="pages")
     assert store.list_shas() == sorted(p["image_sha"] for p in pages)
 
 
@@ -55,7 +55,7 @@ def test_page_embeddings_are_float16_blobs_keyed_by_image_sha(pages_kb, page_emb
     from PIL import Image
     import io
 
-    image = Image.open(io.BytesIO(PageBlobStore(str(pages_kb["kb"])).get(row["image_sha"])))
+    image = Image.open(io.BytesIO(BlobStore(str(pages_kb["kb"]), kind="pages").get(row["image_sha"])))
     fresh = page_embedder.embed_images([image])[0]
     stored = multivectors.decode(row["vectors"], row["n_vectors"], row["dim"])
     np.testing.assert_allclose(stored.astype(np.float32), fresh, atol=2e-3)  # same image -> same multivector
@@ -117,5 +117,5 @@ def test_deleting_a_document_then_purge_removes_its_page_embeddings_and_blobs(pa
     assert report.documents["deleted"] == 1
     purged = purge(catalog(pages_kb["kb"]))
     assert purged.deleted_rows["page_embeddings"] == 2 and purged.deleted_rows["page_blobs"] == 2
-    assert len(PageBlobStore(str(pages_kb["kb"])).list_shas()) == 3
+    assert len(BlobStore(str(pages_kb["kb"]), kind="pages").list_shas()) == 3
     assert verify_catalog(catalog(pages_kb["kb"])).ok(strict=True)

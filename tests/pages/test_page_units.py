@@ -12,7 +12,7 @@ from kb_ray.config import PagesSettings
 from kb_ray.ingest.page_stages import RenderStage
 from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
 from kb_ray.pages import multivectors
-from kb_ray.pages.blobs import PageBlobStore
+from kb_ray.catalog.blobs import BlobStore
 from kb_ray.pages.embedder import PageEmbedder, page_embedder_fingerprint
 from kb_ray.pages.render import PageRenderer
 from kb_ray.search.pages import best_boxes
@@ -49,7 +49,7 @@ def test_render_stage_fills_image_sha_and_notes_limits(tmp_path):
     out = RenderStage(kb_root=str(tmp_path), storage_options={}, pages=PagesSettings(dpi=72))(batch)
     assert "raw" not in out.column_names and out.column("pages_rendered").to_pylist() == [3, 3]
     shas = from_ipc(out.column("pages_ipc")[0].as_py()).column("image_sha").to_pylist()
-    store = PageBlobStore(str(tmp_path))
+    store = BlobStore(str(tmp_path), kind="pages")
     assert all(store.exists(sha) for sha in shas) and store.list_shas() == sorted(shas)
     assert (tmp_path / "blobs" / "pages" / shas[0][:2] / f"{shas[0]}.png").is_file()
     limited = RenderStage(kb_root=str(tmp_path), storage_options={}, pages=PagesSettings(max_pages=1))(batch)

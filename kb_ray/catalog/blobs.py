@@ -1,4 +1,5 @@
-"""``PageBlobStore``: content-addressed page PNGs under ``{kb_root}/blobs/pages/``.
+"""``BlobStore``: content-addressed PNGs under ``{kb_root}/blobs/<kind>/`` — rendered pages
+(``pages``) and figure crops (``figures``).
 
 A blob's name is its sha256 (``<sha[:2]>/<sha>.png``), so writing is idempotent and an
 unchanged page costs one existence check. Files go through the filesystem that
@@ -15,9 +16,14 @@ import pyarrow.fs as pafs
 from kb_ray.catalog.storage import ensure_dir, filesystem, join_uri, normalize_root
 
 
-class PageBlobStore:
-    def __init__(self, kb_root: str, *, storage_options: dict[str, str] | None = None) -> None:
-        self.root = join_uri(normalize_root(kb_root), "blobs", "pages")
+BLOB_KINDS = ("pages", "figures")
+
+
+class BlobStore:
+    def __init__(self, kb_root: str, *, kind: str, storage_options: dict[str, str] | None = None) -> None:
+        if kind not in BLOB_KINDS:
+            raise ValueError(f"unknown blob kind {kind!r}; one of {BLOB_KINDS}")
+        self.root = join_uri(normalize_root(kb_root), "blobs", kind)
         self.storage_options = dict(storage_options or {})
         self._fs, self._root_path = filesystem(self.root, self.storage_options)
 
