@@ -59,6 +59,11 @@ def build_tiny_tokenizer(m: dict):
 
 
 def tiny_config(m: dict, tokenizer):
+    return m["ColQwen2Config"](vlm_config=tiny_qwen2_vl_config(tokenizer), embedding_dim=EMBEDDING_DIM)
+
+
+def tiny_qwen2_vl_config(tokenizer) -> dict:
+    """The tiny Qwen2-VL as a config dict (``model_type`` qwen2_vl); shared with the tiny captioning VLM."""
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
     head_dim = TEXT_HIDDEN // 4
     text = {"vocab_size": len(tokenizer), "hidden_size": TEXT_HIDDEN, "intermediate_size": 128,
@@ -69,10 +74,15 @@ def tiny_config(m: dict, tokenizer):
                                 "mrope_section": _mrope_section(head_dim // 2)}}
     vision = {"depth": 2, "embed_dim": 32, "hidden_size": TEXT_HIDDEN, "num_heads": 2, "mlp_ratio": 2,
               "patch_size": PATCH_SIZE, "spatial_merge_size": MERGE_SIZE, "temporal_patch_size": 2}
-    vlm = {"model_type": "qwen2_vl", "text_config": text, "vision_config": vision,
-           "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
-           "vision_start_token_id": ids["<|vision_start|>"], "vision_end_token_id": ids["<|vision_end|>"]}
-    return m["ColQwen2Config"](vlm_config=vlm, embedding_dim=EMBEDDING_DIM)
+    return {"model_type": "qwen2_vl", "text_config": text, "vision_config": vision,
+            "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
+            "vision_start_token_id": ids["<|vision_start|>"], "vision_end_token_id": ids["<|vision_end|>"]}
+
+
+def tiny_image_processor(m: dict):
+    """The PIL Qwen2-VL image processor with small pixel limits (4 to 64 image tokens)."""
+    return m["Qwen2VLImageProcessorPil"](min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS,
+                                         patch_size=PATCH_SIZE, merge_size=MERGE_SIZE)
 
 
 def _mrope_section(half: int) -> list[int]:
@@ -88,9 +98,7 @@ def build_tiny_colqwen2(out_dir: str | Path, *, seed: int = 0) -> str:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tiny_tokenizer(m)
-    image_processor = m["Qwen2VLImageProcessorPil"](min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS,
-                                                    patch_size=PATCH_SIZE, merge_size=MERGE_SIZE)
-    processor = m["ColQwen2Processor"](image_processor=image_processor, tokenizer=tokenizer)
+    processor = m["ColQwen2Processor"](image_processor=tiny_image_processor(m), tokenizer=tokenizer)
     m["torch"].manual_seed(seed)
     model = m["ColQwen2ForRetrieval"](tiny_config(m, tokenizer)).eval()
     model.save_pretrained(out)

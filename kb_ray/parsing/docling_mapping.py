@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from docling_core.types.doc import (
     CodeItem,
@@ -67,14 +67,20 @@ class DoclingMapping:
     title: str | None
 
 
-def map_document(doc: DoclingDocument) -> DoclingMapping:
+FigureAttrs = Callable[[PictureItem], dict[str, Any]]
+"""Extra attrs for the figure block of a picture, e.g. its crop's sha (called once per
+figure block, only for pictures that become one)."""
+
+
+def map_document(doc: DoclingDocument, *, figure_attrs: FigureAttrs | None = None) -> DoclingMapping:
     """Turn a converted document into blocks and a title."""
-    return _BlockMapper(doc).run()
+    return _BlockMapper(doc, figure_attrs=figure_attrs).run()
 
 
 class _BlockMapper:
-    def __init__(self, doc: DoclingDocument) -> None:
+    def __init__(self, doc: DoclingDocument, *, figure_attrs: FigureAttrs | None = None) -> None:
         self.doc = doc
+        self.figure_attrs = figure_attrs
         self.blocks: list[Block] = []
         self.owned_captions = {ref.cref for owner in [*doc.tables, *doc.pictures] for ref in owner.captions}
         self.seen_body = False
@@ -171,7 +177,10 @@ class _BlockMapper:
             return  # a logo or decoration in a page header says nothing
         text = " ".join(cap.text.strip() for cap in captions) or FIGURE_PLACEHOLDER
         kind = self._kind_for(item, ctx, "figure")
-        emitted = self._emit(kind, text, item, attrs={"image_sha": None} if kind == "figure" else {})
+        attrs: dict[str, Any] = {}
+        if kind == "figure":
+            attrs = {"image_sha": None, **(self.figure_attrs(item) if self.figure_attrs else {})}
+        emitted = self._emit(kind, text, item, attrs=attrs)
         self._emit_captions(item, ctx, owner_emitted=emitted)
 
     def _emit_captions(self, item: TableItem | PictureItem, ctx: _Context, *, owner_emitted: bool) -> None:

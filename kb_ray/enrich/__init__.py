@@ -1,0 +1,1 @@
+"""Enrichers: derived text about a document's parts, e.g. VLM captions of figure crops."""

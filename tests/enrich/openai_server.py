@@ -1,0 +1,233 @@
+"""A small, real OpenAI-compatible chat-completions server for tests (stdlib only).
+
+API::
+
+    with serve_openai(model="kb-ray/test-vlm", api_key=None, fail_times=0, always_fail=False,
+                      delay_s=0.0) as server:
+        server.base_url      # "http://127.0.0.1:PORT/v1" -> captions.endpoint
+        server.requests      # list[RecordedRequest]: body, authorization header, status answered
+        server.max_in_flight # most requests handled at the same time so far
+        server.set(fail_times=2)   # switch behaviour between calls (thread-safe)
+    # closed on exit; server.close() also works
+
+``POST /v1/chat/completions`` checks the request shape: ``model`` equal to ``model``,
+``messages`` with one user message whose content has exactly one ``text`` part and one
+``image_url`` part holding a ``data:image/...;base64,`` URL that decodes as an image;
+anything else is answered 400 with an OpenAI-style ``{"error": {...}}``. A valid request is
+answered 200 with a caption that depends only on the image::
+
+    "A figure (W x H pixels, mean colour R,G,B) showing a chart with axes, labels and a legend."
+
+(:func:`expected_caption` computes it from image bytes), and ``usage`` with
+``prompt_tokens`` (words of the prompt + one per 28x28 image patch) and
+``completion_tokens`` (words of the caption).
+
+Behaviours (constructor keywords, or :meth:`OpenAIServer.set`):
+
+- ``api_key``: require ``Authorization: Bearer <api_key>``, else 401;
+- ``fail_times=N``: answer the next N valid requests with HTTP 500, then succeed;
+- ``always_fail``: answer every request with HTTP 500;
+- ``delay_s``: sleep this long before answering (to trip a client timeout).
+
+A request can also ask for a behaviour itself with the header ``X-Test-Delay-S``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from PIL import Image
+
+CAPTION_WORDS = "showing a chart with axes, labels and a legend."
+PATCH = 28
+
+
+def describe_image(image: Image.Image) -> str:
+    rgb = image.convert("RGB")
+    pixels = rgb.width * rgb.height
+    mean = [round(sum(i * n for i, n in enumerate(rgb.histogram()[c * 256:(c + 1) * 256])) / pixels)
+            for c in range(3)]
+    return f"A figure ({rgb.width}x{rgb.height} pixels, mean colour {mean[0]},{mean[1]},{mean[2]}) {CAPTION_WORDS}"
+
+
+def expected_caption(png_or_jpeg: bytes) -> str:
+    """The caption the server gives for these (already downscaled) image bytes."""
+    return describe_image(Image.open(io.BytesIO(png_or_jpeg)))
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    body: dict[str, Any] | None
+    authorization: str | None
+    status: int = 0
+
+
+@dataclass
+class _Behaviour:
+    api_key: str | None = None
+    fail_times: int = 0
+    always_fail: bool = False
+    delay_s: float = 0.0
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class OpenAIServer:
+    """The running server; see the module docstring."""
+
+    def __init__(self, *, model: str, **behaviour: Any) -> None:
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._behaviour = _Behaviour(**behaviour)
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="openai-test-server", daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def set(self, **behaviour: Any) -> None:
+        with self._lock:
+            for key, value in behaviour.items():
+                if not hasattr(self._behaviour, key):
+                    raise TypeError(f"unknown behaviour {key!r}")
+                setattr(self._behaviour, key, value)
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def _enter(self, change: int) -> None:
+        with self._lock:
+            self._in_flight += change
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _record(self, record: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(record)
+
+    def _answer(self, record: RecordedRequest, headers: Any) -> tuple[int, dict[str, Any], float]:
+        """Status, JSON body and the delay before answering."""
+        with self._lock:
+            self.requests.append(record)
+            b = self._behaviour
+            delay = float(headers.get("X-Test-Delay-S") or b.delay_s)
+            if b.api_key is not None and record.authorization != f"Bearer {b.api_key}":
+                return 401, _error("invalid or missing API key", "authentication_error"), delay
+            try:
+                caption, prompt_tokens = self._validate(record.body)
+            except _BadRequest as exc:
+                return 400, _error(str(exc), "invalid_request_error"), delay
+            if b.always_fail or b.fail_times > 0:
+                b.fail_times = max(0, b.fail_times - 1)
+                return 500, _error("injected failure", "server_error"), delay
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(caption.split()),
+                 "total_tokens": prompt_tokens + len(caption.split())}
+        choice = {"index": 0, "message": {"role": "assistant", "content": caption}, "finish_reason": "stop"}
+        return 200, {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+                     "model": self.model, "choices": [choice], "usage": usage}, delay
+
+    def _validate(self, body: Any) -> tuple[str, int]:
+        if not isinstance(body, dict):
+            raise _BadRequest("the body must be a JSON object")
+        if body.get("model") != self.model:
+            raise _BadRequest(f"unknown model {body.get('model')!r}; this server serves {self.model!r}")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or len(messages) != 1 or messages[0].get("role") != "user":
+            raise _BadRequest("messages must be one user message")
+        content = messages[0].get("content")
+        if not isinstance(content, list):
+            raise _BadRequest("the user message content must be a list of parts")
+        texts = [part.get("text") for part in content if part.get("type") == "text"]
+        urls = [(part.get("image_url") or {}).get("url") for part in content if part.get("type") == "image_url"]
+        if len(texts) != 1 or len(urls) != 1 or len(content) != 2 or not isinstance(texts[0], str):
+            raise _BadRequest("content must be one text part and one image_url part")
+        image = _decode_data_url(urls[0])
+        patches = -(-image.width // PATCH) * -(-image.height // PATCH)
+        return describe_image(image), len(texts[0].split()) + patches
+
+
+def _decode_data_url(url: Any) -> Image.Image:
+    if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
+        raise _BadRequest("image_url.url must be a data:image/...;base64, URL")
+    try:
+        image = Image.open(io.BytesIO(base64.b64decode(url.split(";base64,", 1)[1], validate=True)))
+        image.load()
+    except Exception as exc:  # noqa: BLE001 - any decode failure is the client's fault
+        raise _BadRequest(f"image_url does not decode as an image: {type(exc).__name__}") from exc
+    return image
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": None}}
+
+
+def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            record = RecordedRequest(path=self.path, body=body, authorization=self.headers.get("Authorization"))
+            if self.path != "/v1/chat/completions":
+                status, answer, delay = 404, _error(f"no route {self.path}", "not_found"), 0.0
+                server._record(record)
+            else:
+                status, answer, delay = server._answer(record, self.headers)
+            record.status = status
+            server._enter(+1)
+            try:
+                time.sleep(delay)
+                self._send(status, answer)
+            finally:
+                server._enter(-1)
+
+        def _send(self, status: int, answer: dict[str, Any]) -> None:
+            data = json.dumps(answer).encode("utf-8")
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout tests)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logging
+            pass
+
+    return Handler
+
+
+@contextmanager
+def serve_openai(*, model: str = "kb-ray/test-vlm", api_key: str | None = None, fail_times: int = 0,
+                 always_fail: bool = False, delay_s: float = 0.0) -> Iterator[OpenAIServer]:
+    """Start a server on 127.0.0.1 (a free port) for the duration of the ``with`` block."""
+    server = OpenAIServer(model=model, api_key=api_key, fail_times=fail_times, always_fail=always_fail,
+                          delay_s=delay_s)
+    try:
+        yield server
+    finally:
+        server.close()
