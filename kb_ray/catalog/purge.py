@@ -2,7 +2,8 @@
 
 A tombstone (``active_version_id`` null, ``deleted_at`` set) hides a document at once;
 purge then deletes its rows from every table, embeddings no remaining chunk uses, page
-embeddings no remaining page uses and page PNG blobs no remaining page row names.
+embeddings no remaining page uses, captions (``enrichments``) of figure crops no remaining
+element names, and page PNG and figure-crop blobs no remaining row names.
 With ``superseded=True`` it also removes versions no document points at any more
 (and their chunks when no remaining version uses them). Deletes go per table, children
 first, so a crash mid-purge leaves only more residue for the next purge, never a
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
+from kb_ray.catalog.verify import BLOB_REFERENCES, FIGURE_CROP_SHAS
 
 logger = logging.getLogger(__name__)
 
@@ -57,21 +59,21 @@ def purge(catalog: DeltaCatalog, *, superseded: bool = False) -> PurgeReport:
     unused_pages = _ids(catalog, """SELECT DISTINCT image_sha FROM page_embeddings pe WHERE NOT EXISTS
         (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""")
     report.deleted_rows["page_embeddings"] = _delete_in(catalog, "page_embeddings", "image_sha", unused_pages)
-    report.deleted_rows["page_blobs"] = _purge_page_blobs(catalog)
+    crops = set(_ids(catalog, FIGURE_CROP_SHAS))
+    unused_inputs = [sha for sha in _ids(catalog, "SELECT DISTINCT input_sha FROM enrichments") if sha not in crops]
+    report.deleted_rows["enrichments"] = _delete_in(catalog, "enrichments", "input_sha", unused_inputs)
+    for kind, sql in BLOB_REFERENCES.items():
+        report.deleted_rows[f"{kind.rstrip('s')}_blobs"] = _purge_blobs(catalog, kind=kind, used=set(_ids(catalog, sql)))
     logger.info(report.render())
     return report
 
 
-def _purge_page_blobs(catalog: DeltaCatalog) -> int:
-    """Delete page PNGs no page row names (after the page rows above are gone)."""
+def _purge_blobs(catalog: DeltaCatalog, *, kind: str, used: set[str]) -> int:
+    """Delete blobs no row names (after the rows above are gone)."""
     from kb_ray.catalog.blobs import BlobStore
 
-    store = BlobStore(catalog.kb_root, storage_options=catalog.storage_options, kind="pages")
-    present = store.list_shas()
-    if not present:
-        return 0
-    used = set(_ids(catalog, "SELECT DISTINCT image_sha FROM pages WHERE image_sha IS NOT NULL"))
-    return store.delete([sha for sha in present if sha not in used])
+    store = BlobStore(catalog.kb_root, storage_options=catalog.storage_options, kind=kind)
+    return store.delete([sha for sha in store.list_shas() if sha not in used])
 
 
 def _doomed(catalog: DeltaCatalog, *, superseded: bool) -> tuple[list[str], list[str]]:

@@ -58,6 +58,10 @@ INTEGRITY_CHECKS: dict[str, str] = {
         AND NOT EXISTS (SELECT 1 FROM page_embeddings pe WHERE pe.image_sha = p.image_sha)""",
 }
 
+FIGURE_CROP_SHAS = """
+    SELECT DISTINCT json_extract_string(attrs_json, '$.crop_sha') AS sha FROM elements
+    WHERE kind = 'figure' AND json_extract_string(attrs_json, '$.crop_sha') IS NOT NULL"""
+
 RESIDUE_CHECKS: dict[str, str] = {
     "versions_of_missing_documents": """
         SELECT count(*) FROM versions v WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.document_id = v.document_id)
@@ -71,7 +75,11 @@ RESIDUE_CHECKS: dict[str, str] = {
         SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)""",
     "unreferenced_page_embeddings": """
         SELECT count(*) FROM page_embeddings pe WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""",
+    "unreferenced_enrichments": f"""
+        SELECT count(*) FROM enrichments en WHERE en.input_sha NOT IN ({FIGURE_CROP_SHAS})""",
 }
+BLOB_REFERENCES = {"pages": "SELECT DISTINCT image_sha FROM pages WHERE image_sha IS NOT NULL",
+                   "figures": FIGURE_CROP_SHAS}
 
 
 @dataclass
@@ -109,21 +117,23 @@ def verify_catalog(catalog: DeltaCatalog) -> VerifyReport:
             report.counts[table.name] = _count(connection, f"SELECT count(*) FROM {table.name}")
         for name, sql in RESIDUE_CHECKS.items():
             report.residue[name] = _count(connection, sql)
-        _check_page_blobs(catalog, connection, report)
+        for kind in BLOB_REFERENCES:
+            _check_blobs(catalog, connection, report, kind=kind)
         return report
     finally:
         connection.close()
 
 
-def _check_page_blobs(catalog: DeltaCatalog, connection, report: VerifyReport) -> None:
-    """Every page image a page row names is in the blob store; blobs no page names are residue."""
+def _check_blobs(catalog: DeltaCatalog, connection, report: VerifyReport, *, kind: str) -> None:
+    """Every page image / figure crop a row names is in the blob store; blobs no row names
+    are residue (``kb-ray purge`` deletes them)."""
     from kb_ray.catalog.blobs import BlobStore
 
-    present = set(BlobStore(catalog.kb_root, storage_options=catalog.storage_options, kind="pages").list_shas())
-    used = {row[0] for row in connection.execute(
-        "SELECT DISTINCT image_sha FROM pages WHERE image_sha IS NOT NULL").fetchall()}
-    report.violations["page_image_without_blob"] = len(used - present)
-    report.residue["unreferenced_page_blobs"] = len(present - used)
+    present = set(BlobStore(catalog.kb_root, storage_options=catalog.storage_options, kind=kind).list_shas())
+    used = {row[0] for row in connection.execute(BLOB_REFERENCES[kind]).fetchall()}
+    singular = kind.rstrip("s")
+    report.violations[f"{singular}_image_without_blob"] = len(used - present)
+    report.residue[f"unreferenced_{singular}_blobs"] = len(present - used)
 
 
 def _count(connection, sql: str) -> int:

@@ -8,7 +8,7 @@ from kb_ray.catalog.contract import schemas
 
 EXPECTED_TABLES = {
     "sources", "documents", "versions", "elements", "pages", "chunks", "version_chunks",
-    "embeddings", "page_embeddings", "ingest_runs", "ingest_log", "index_generations",
+    "embeddings", "page_embeddings", "enrichments", "ingest_runs", "ingest_log", "index_generations",
 }
 
 

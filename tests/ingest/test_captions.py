@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from kb_ray.catalog.blobs import BlobStore
+from kb_ray.catalog.purge import purge
 from kb_ray.catalog.verify import verify_catalog
 from kb_ray.index.build import build_index
 from kb_ray.ingest.run import run_ingest
@@ -85,6 +86,14 @@ def test_captions_are_stored_once_and_searchable_at_their_figure(tmp_path, figur
     with serve_openai(model=MODEL) as server:  # unchanged files: nothing parsed, nothing captioned
         again = run_ingest(caption_config(kb, [figure_sources], server.base_url))
         assert again.documents["unchanged"] == 3 and not server.requests
+
+    (figure_sources / "figure.pdf").unlink()  # the figure's document goes: purge takes its caption and crop
+    with serve_openai(model=MODEL) as server:
+        assert run_ingest(caption_config(kb, [figure_sources], server.base_url, "ingest.sync=full")).documents["deleted"] == 1
+    purged = purge(catalog(kb))
+    assert purged.deleted_rows["enrichments"] == 1 and purged.deleted_rows["figure_blobs"] == 1
+    assert catalog(kb).read("enrichments").num_rows == 0 and not BlobStore(str(kb), kind="figures").list_shas()
+    assert verify_catalog(catalog(kb)).ok(strict=True)
 
 
 def test_a_failed_caption_is_recorded_and_the_document_still_commits(tmp_path, figure_sources):

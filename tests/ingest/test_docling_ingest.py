@@ -1,0 +1,81 @@
+"""The Docling model parser in the ingest: unset, configured without weights, configured
+with (tiny random) weights. Real Ray, a real Docling pipeline in a child process of the
+model-parse actor, real Delta tables."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from kb_ray.catalog.verify import verify_catalog
+from kb_ray.ingest.run import run_ingest
+from kb_ray.parsing.docling_tiny import build_tiny_docling_artifacts
+from tests.conftest import GOLDEN_SOURCES
+from tests.ingest.helpers import catalog, ingest_config, log_rows
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+PDFS = ("figure.pdf", "manual.pdf")
+
+
+@pytest.fixture()
+def sources(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in (*PDFS, "notes.txt"):
+        shutil.copy(GOLDEN_SOURCES / name, src / name)
+    return src
+
+
+def parsers_by_file(kb) -> dict[str, str]:
+    uris = {row["document_id"]: row["uri"].rsplit("/", 1)[-1] for row in catalog(kb).read("documents").to_pylist()}
+    active = {row["active_version_id"] for row in catalog(kb).read("documents").to_pylist()}
+    return {uris[row["document_id"]]: row["parser"] for row in catalog(kb).read("versions").to_pylist()
+            if row["version_id"] in active}
+
+
+def test_unset_docling_parses_pdfs_with_pdf_text(tmp_path, sources):
+    report = run_ingest(ingest_config(tmp_path / "kb", [sources]))
+    assert report.fallbacks == 0 and report.documents["new"] == 3
+    assert parsers_by_file(tmp_path / "kb") == {"figure.pdf": "pdf_text", "manual.pdf": "pdf_text",
+                                                "notes.txt": "plain_text"}
+
+
+def test_docling_without_weights_falls_back_to_pdf_text_and_says_why(tmp_path, sources):
+    missing = tmp_path / "no-weights"
+    config = ingest_config(tmp_path / "kb", [sources], "parse.docling.enabled=true",
+                           f"parse.docling.artifacts_path={missing}")
+    report = run_ingest(config)
+    assert report.documents["new"] == 3 and report.documents["failed"] == 0 and report.fallbacks == 2
+    assert set(parsers_by_file(tmp_path / "kb").values()) == {"pdf_text", "plain_text"}
+    notes = {row["uri"].rsplit("/", 1)[-1]: row["error"] for row in log_rows(tmp_path / "kb", report.run_id)}
+    for name in PDFS:
+        assert notes[name].startswith("docling_pdf failed (model_unavailable:") and str(missing) in notes[name]
+        assert notes[name].endswith("; parsed by pdf_text")
+    assert notes["notes.txt"] is None
+
+
+def test_docling_with_weights_parses_pdfs_in_the_model_pool(tmp_path, sources):
+    artifacts = build_tiny_docling_artifacts(tmp_path / "docling-tiny")
+    config = ingest_config(tmp_path / "kb", [sources], "parse.docling.enabled=true",
+                           f"parse.docling.artifacts_path={artifacts}", "parse.docling.do_table_structure=false",
+                           "parse.docling.device=cpu", "parse.docling.num_threads=1")
+    report = run_ingest(config)
+    assert report.documents["new"] == 3 and report.documents["failed"] == 0
+    parsers = parsers_by_file(tmp_path / "kb")
+    assert parsers["notes.txt"] == "plain_text"
+    # The tiny layout model has random weights: a PDF it lays out is a docling_pdf version;
+    # one whose layout comes out empty falls back to pdf_text with the reason noted.
+    notes = {row["uri"].rsplit("/", 1)[-1]: row["error"] for row in log_rows(tmp_path / "kb", report.run_id)}
+    for name in PDFS:
+        assert parsers[name] == "docling_pdf" or notes[name].startswith("docling_pdf failed (")
+    assert "docling_pdf" in parsers.values()
+    versions = [row for row in catalog(tmp_path / "kb").read("versions").to_pylist() if row["parser"] == "docling_pdf"]
+    elements = catalog(tmp_path / "kb").read("elements").to_pylist()
+    for version in versions:
+        mine = [e for e in elements if e["version_id"] == version["version_id"] and e["layer"] == "body"]
+        assert mine and all(e["regions"] and 0 <= e["regions"][0]["x0"] <= e["regions"][0]["x1"] <= 1 for e in mine)
+    assert verify_catalog(catalog(tmp_path / "kb")).ok(strict=True)
+
+    again = run_ingest(config)  # same weights, same settings: same versions, nothing parsed
+    assert again.documents["unchanged"] == 3 and again.parses == 0
