@@ -16,6 +16,8 @@ Docling specifics handled here:
 
 from __future__ import annotations
 
+import hashlib
+import io
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
@@ -346,3 +348,17 @@ def _normalized(doc: DoclingDocument, prov: Any) -> BBox | None:
         return None
     box = prov.bbox.to_top_left_origin(page.size.height)
     return normalize_bbox(box.l, box.t, box.r, box.b, width=page.size.width, height=page.size.height)
+
+
+def picture_crop_attrs(doc: DoclingDocument, images: dict[str, bytes], item: PictureItem) -> dict[str, Any]:
+    """Encode the picture's image (a PDF crop, or the image embedded in DOCX/PPTX/HTML) as PNG
+    into ``images``; the figure block names it by sha256. For ``map_document(figure_attrs=)``."""
+    image = item.get_image(doc)
+    if image is None:  # a picture without its image (an HTML <img> Docling did not fetch)
+        return {}
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="PNG")
+    png = buffer.getvalue()
+    sha = hashlib.sha256(png).hexdigest()
+    images[sha] = png
+    return {"crop_sha": sha, "width_px": image.width, "height_px": image.height}

@@ -19,8 +19,6 @@ pages), ``conversion_failed`` (docling reported failure), ``timeout``, ``crashed
 from __future__ import annotations
 
 import functools
-import hashlib
-import io
 import logging
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
@@ -29,13 +27,13 @@ from kb_ray.config import DoclingPdfSettings
 from kb_ray.errors import ParseError
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import PageInfo, ParseResult
-from kb_ray.parsing.docling_formats import _package_version
+from kb_ray.parsing.docling_formats import package_version
 from kb_ray.parsing.docling_pdf_pipeline import LAYOUT_REPO_ID, build_pdf_converter, missing_models
 
 if TYPE_CHECKING:
     from docling.datamodel.document import ConversionResult
     from docling.document_converter import DocumentConverter
-    from docling_core.types.doc import DoclingDocument, PictureItem
+    from docling_core.types.doc import DoclingDocument
 
     from kb_ray.parsing.isolation import ProcessIsolatedParser
 
@@ -64,8 +62,8 @@ class DoclingPdfParser(Parser):
             "table_structure": s.table_mode if s.do_table_structure else None,
             "ocr": {"engine": s.ocr_engine, "full_page": s.force_full_page_ocr} if s.do_ocr else None,
             "images_scale": s.images_scale,
-            "docling": _package_version("docling-slim", "docling"),
-            "docling_core": _package_version("docling-core"),
+            "docling": package_version("docling-slim", "docling"),
+            "docling_core": package_version("docling-core"),
         }
 
     def parse(self, data: bytes, *, mime: str, filename: str = "", limits: ParseLimits | None = None) -> ParseResult:
@@ -135,10 +133,10 @@ class DoclingPdfParser(Parser):
         return result.document, notes
 
     def _result(self, doc: DoclingDocument, *, mime: str, text_layers: list[bool]) -> ParseResult:
-        from kb_ray.parsing.docling_mapping import map_document
+        from kb_ray.parsing.docling_mapping import map_document, picture_crop_attrs
 
         images: dict[str, bytes] = {}
-        mapping = map_document(doc, figure_attrs=functools.partial(_crop_attrs, doc, images))
+        mapping = map_document(doc, figure_attrs=functools.partial(picture_crop_attrs, doc, images))
         if any(text_layers) and not any(block.text.strip() for block in mapping.blocks):
             raise ParseError("layout_empty", f"docling placed no text on {len(text_layers)} pages "
                                              "that have a text layer")
@@ -171,10 +169,10 @@ def check_conversion(result: ConversionResult, *, page_count: int, max_seconds: 
 
 def pdf_text_layers(data: bytes, *, max_pages: int) -> list[bool]:
     """Per page, whether it has a text layer; raises for encrypted, broken or over-long PDFs."""
-    from kb_ray.parsing.pdf_text import PDFIUM_LOCK, _open
+    from kb_ray.parsing.pdf_text import PDFIUM_LOCK, open_pdf
 
     with PDFIUM_LOCK:
-        pdf = _open(data)
+        pdf = open_pdf(data)
         try:
             count = len(pdf)
             if count > max_pages:
@@ -196,19 +194,6 @@ def _has_text(pdf: Any, index: int) -> bool:
             textpage.close()
     finally:
         page.close()
-
-
-def _crop_attrs(doc: DoclingDocument, images: dict[str, bytes], item: PictureItem) -> dict[str, Any]:
-    """Encode the figure's crop as PNG into ``images``; the block names it by sha256."""
-    image = item.get_image(doc)
-    if image is None:
-        return {"crop_sha": None}
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="PNG")
-    png = buffer.getvalue()
-    sha = hashlib.sha256(png).hexdigest()
-    images[sha] = png
-    return {"crop_sha": sha, "width_px": image.width, "height_px": image.height}
 
 
 def _page_infos(doc: DoclingDocument, text_layers: list[bool]) -> list[PageInfo]:

@@ -103,7 +103,7 @@ def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None) -
     """Open the PDF and read every page's characters (and, with ``crop_dpi``, render a crop
     of every figure); raises ParseError for bad input."""
     with PDFIUM_LOCK:
-        pdf = _open(data)
+        pdf = open_pdf(data)
         try:
             count = len(pdf)
             if count > max_pages:
@@ -115,7 +115,7 @@ def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None) -
             pdf.close()
 
 
-def _open(data: bytes) -> pdfium.PdfDocument:
+def open_pdf(data: bytes) -> pdfium.PdfDocument:
     try:
         return pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:

@@ -332,7 +332,7 @@ def test_converter_is_built_once_per_parser(monkeypatch):
 def test_config_names_docling_version(parser):
     config = parser.config()
     assert config["docling"] not in ("", "unknown")
-    assert parser.name == "docling" and parser.version == "2"
+    assert parser.name == "docling" and parser.version == "3"
     assert parser.fingerprint
 
 
@@ -365,3 +365,25 @@ def test_golden_sources_parse_ok(parser, path):
     result = parse_file(parser, path)
     assert_well_formed(result)
     assert any(b.kind not in ("page_header", "page_footer") for b in result.blocks)
+
+
+def test_docx_picture_becomes_a_figure_with_its_image_as_crop(parser, tmp_path):
+    from docx import Document
+    from docx.shared import Inches
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("RGB", (120, 80), (200, 30, 30)).save(png, format="PNG")
+    document = Document()
+    document.add_heading("Wiring", level=1)
+    document.add_paragraph("The diagram shows the pump's terminal box.")
+    document.add_picture(io.BytesIO(png.getvalue()), width=Inches(2))
+    document.add_paragraph("Figure 3: Terminal box.")
+    path = tmp_path / "wiring.docx"
+    document.save(path)
+
+    result = parse_file(parser, path)
+    (figure,) = [block for block in result.blocks if block.kind == "figure"]
+    crop = result.images[figure.attrs["crop_sha"]]
+    assert crop.startswith(b"\x89PNG") and Image.open(io.BytesIO(crop)).size == (120, 80)
+    assert set(result.images) == {figure.attrs["crop_sha"]}
