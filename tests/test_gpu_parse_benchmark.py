@@ -53,9 +53,10 @@ def test_the_report_says_what_it_is_and_holds_the_rows(tiny_run):
     markdown, data, stdout = tiny_run
     assert markdown.startswith("# GPU parse benchmark — CPU smoke run with tiny random weights (NOT a GPU measurement)")
     assert "Docling weights: tiny random weights" in markdown and "Device: CPU" in markdown
-    docling_rows = [line for line in markdown.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    docling_part, caption_part = markdown.split("\nCaptions (")
+    docling_rows = [line for line in docling_part.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert len(docling_rows) == 4 and all(line.endswith("| yes |") for line in docling_rows)
-    caption_rows = [line for line in markdown.splitlines() if line.startswith(("| 1 | 6/6", "| 4 | 6/6"))]
+    caption_rows = [line for line in caption_part.splitlines() if line.startswith(("| 1 | 6/6", "| 4 | 6/6"))]
     assert len(caption_rows) == 2
     assert data["machine"]["docling_weights"] == "tiny random weights" and data["machine"]["gpu"] is None
     assert "docling actors=2 batch=4:" in stdout and "captions batch=4:" in stdout  # progress lines
