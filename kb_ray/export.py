@@ -51,4 +51,6 @@ def version_to_dict(version: DocumentVersion) -> dict[str, Any]:
         "elements": [element_to_dict(element) for element in version.elements],
         "chunks": [chunk_to_dict(placed) for placed in version.chunks],
         "stats": version.stats,
+        "notes": list(version.notes),
+        "figure_crops": {sha: len(png) for sha, png in sorted(version.images.items())},  # sha -> PNG bytes
     }

@@ -47,7 +47,9 @@ def summary(version: DocumentVersion, *, name: str) -> str:
     lines = [
         f"{name}: {version.mime} via {version.parser}, {len(version.pages)} pages, "
         f"{len(version.canonical_text)} chars, {len(version.elements)} elements, {len(version.chunks)} chunks",
-        "  elements: " + ", ".join(f"{kind}={count}" for kind, count in sorted(kinds.items())),
+        "  elements: " + ", ".join(f"{kind}={count}" for kind, count in sorted(kinds.items()))
+        + (f"; {len(version.images)} figure crops" if version.images else ""),
+        *(f"  note: {note}" for note in version.notes),
     ]
     for placed in version.chunks[:50]:
         where = f"p{','.join(map(str, placed.pages))}" if placed.pages else "-"
