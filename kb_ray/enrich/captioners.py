@@ -187,6 +187,22 @@ class Captioner:
         self.close()
 
 
+def check_caption_settings(settings: CaptionSettings) -> None:
+    """Raise :class:`KbRayError` now for what would stop every caption actor (no endpoint, an
+    unset API key variable, no model directory), without loading a model."""
+    if settings.backend == "openai":
+        from kb_ray.enrich.captioners_http import auth_headers
+
+        if not settings.endpoint:
+            raise KbRayError("captions.backend=openai needs captions.endpoint, the server's base URL "
+                             "(e.g. http://vllm:8000/v1)")
+        auth_headers(settings.api_key_env)
+    else:
+        from kb_ray.enrich.captioners_local import resolve_caption_model_path
+
+        resolve_caption_model_path(settings.model_path)
+
+
 def build_captioner(settings: CaptionSettings) -> Captioner:
     """The captioner of ``settings.backend``; loads the model or opens the client now."""
     if settings.backend == "openai":

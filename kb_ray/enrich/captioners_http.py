@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kb_ray.config import CaptionSettings
-from kb_ray.enrich.captioners import Captioner, CaptionResult, chat_messages
+from kb_ray.enrich.captioners import Captioner, CaptionResult, chat_messages, check_caption_settings
 from kb_ray.errors import KbRayError
 
 logger = logging.getLogger(__name__)
@@ -37,12 +37,10 @@ class OpenAICompatibleCaptioner(Captioner):
         except ImportError as exc:
             raise KbRayError("captions.backend=openai needs httpx: pip install httpx") from exc
         super().__init__(settings)
-        if not settings.endpoint:
-            raise KbRayError("captions.backend=openai needs captions.endpoint, the server's base URL "
-                             "(e.g. http://vllm:8000/v1)")
+        check_caption_settings(settings)
         self.url = settings.endpoint.rstrip("/") + "/chat/completions"
         self._httpx = httpx
-        self._client = httpx.Client(timeout=settings.timeout_s, headers=_auth_headers(settings.api_key_env),
+        self._client = httpx.Client(timeout=settings.timeout_s, headers=auth_headers(settings.api_key_env),
                                     limits=httpx.Limits(max_connections=settings.max_concurrency))
         self._pool = ThreadPoolExecutor(max_workers=settings.max_concurrency, thread_name_prefix="caption-http")
 
@@ -101,7 +99,7 @@ class OpenAICompatibleCaptioner(Captioner):
         self._client.close()
 
 
-def _auth_headers(api_key_env: str | None) -> dict[str, str]:
+def auth_headers(api_key_env: str | None) -> dict[str, str]:
     if not api_key_env:
         return {}
     key = os.environ.get(api_key_env)

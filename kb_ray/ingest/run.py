@@ -36,6 +36,10 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None) -> In
         from kb_ray.pages.embedder import page_embedder_fingerprint
 
         page_embedder_fingerprint(config.pages)
+    if config.enrich.captions.enabled:  # likewise a missing caption model, endpoint or API key
+        from kb_ray.enrich.captioners import check_caption_settings
+
+        check_caption_settings(config.enrich.captions)
     report = IngestReport(run_id=f"run_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:8]}")
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
     committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches)

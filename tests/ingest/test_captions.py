@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from kb_ray.catalog.blobs import BlobStore
+from kb_ray.errors import KbRayError
 from kb_ray.catalog.purge import purge
 from kb_ray.catalog.verify import verify_catalog
 from kb_ray.index.build import build_index
@@ -124,3 +125,16 @@ def test_captions_change_the_pipeline_fingerprint(tmp_path, figure_sources):
         captioned = run_ingest(caption_config(kb, [figure_sources], server.base_url))
     assert plain.documents["new"] == 3 and captioned.documents["changed"] == 3
     assert captioned.chunks["new"] == 1 and captioned.embeddings["computed"] == 1  # only the description is new
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["enrich.captions.backend=transformers", "enrich.captions.model_path=/nonexistent/vlm"], "caption model not found"),
+    (["enrich.captions.backend=openai"], "needs captions.endpoint"),
+    (["enrich.captions.backend=openai", "enrich.captions.endpoint=http://127.0.0.1:9/v1",
+      "enrich.captions.api_key_env=KB_RAY_TEST_UNSET_KEY"], "KB_RAY_TEST_UNSET_KEY"),
+])
+def test_caption_settings_that_would_stop_every_actor_fail_before_the_run(tmp_path, figure_sources, overrides, message):
+    config = ingest_config(tmp_path / "kb", [figure_sources], "enrich.captions.enabled=true", *overrides)
+    with pytest.raises(KbRayError, match=message):
+        run_ingest(config)
+    assert catalog(tmp_path / "kb").read("ingest_runs").num_rows == 0
