@@ -17,7 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kb_ray.config import CaptionSettings
-from kb_ray.enrich.captioners import Captioner, CaptionResult, chat_messages, check_caption_settings
+from kb_ray.enrich.captioners import (
+    Captioner,
+    CaptionResult,
+    chat_messages,
+    check_caption_settings,
+)
 from kb_ray.errors import KbRayError
 
 logger = logging.getLogger(__name__)

@@ -37,7 +37,11 @@ CHAT_TEMPLATE = (
 def _imports() -> dict:
     m = tiny._imports()
     try:
-        from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor
+        from transformers import (
+            Qwen2VLConfig,
+            Qwen2VLForConditionalGeneration,
+            Qwen2VLProcessor,
+        )
     except ImportError as exc:  # pragma: no cover - same extra as the tiny ColQwen2
         raise KbRayError(f"building the tiny VLM needs {exc.name}: pip install kb-ray[embed]") from exc
     return {**m, "Qwen2VLConfig": Qwen2VLConfig, "Qwen2VLForConditionalGeneration": Qwen2VLForConditionalGeneration,

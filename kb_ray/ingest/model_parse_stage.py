@@ -21,7 +21,12 @@ import pyarrow as pa
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
 from kb_ray.ingest.rows import replace_column
-from kb_ray.ingest.stages import FETCH_COLUMNS, fetch_source, known_versions, needs_parse
+from kb_ray.ingest.stages import (
+    FETCH_COLUMNS,
+    fetch_source,
+    known_versions,
+    needs_parse,
+)
 from kb_ray.processing import DocumentProcessor
 
 

@@ -28,7 +28,11 @@ from kb_ray.errors import ParseError
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import PageInfo, ParseResult
 from kb_ray.parsing.docling_formats import package_version
-from kb_ray.parsing.docling_pdf_pipeline import LAYOUT_REPO_ID, build_pdf_converter, missing_models
+from kb_ray.parsing.docling_pdf_pipeline import (
+    LAYOUT_REPO_ID,
+    build_pdf_converter,
+    missing_models,
+)
 
 if TYPE_CHECKING:
     from docling.datamodel.document import ConversionResult

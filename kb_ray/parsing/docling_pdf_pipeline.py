@@ -99,7 +99,11 @@ def build_pdf_converter(settings: DoclingPdfSettings, *, document_timeout: float
 def pipeline_options(settings: DoclingPdfSettings, *, document_timeout: float | None) -> Any:
     """``PdfPipelineOptions`` for ``settings`` (returned as ``Any``: docling stays a lazy import)."""
     from docling.datamodel.accelerator_options import AcceleratorOptions
-    from docling.datamodel.pipeline_options import PdfPipelineOptions, TableFormerMode, TableStructureOptions
+    from docling.datamodel.pipeline_options import (
+        PdfPipelineOptions,
+        TableFormerMode,
+        TableStructureOptions,
+    )
 
     return PdfPipelineOptions(
         artifacts_path=settings.artifacts_path,

@@ -21,6 +21,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 from kb_ray.parsing.docling_pdf_pipeline import LAYOUT_FOLDER
+
 # The heron model's classes, named as Docling's DocItemLabel values (the engine upper-cases
 # them to look the enum up).
 LAYOUT_LABELS: tuple[str, ...] = (

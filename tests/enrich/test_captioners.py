@@ -14,7 +14,13 @@ import pytest
 from PIL import Image
 
 from kb_ray.config import CaptionSettings
-from kb_ray.enrich.captioners import CaptionResult, build_captioner, caption_fingerprint, encode_png, prepare_image
+from kb_ray.enrich.captioners import (
+    CaptionResult,
+    build_captioner,
+    caption_fingerprint,
+    encode_png,
+    prepare_image,
+)
 from kb_ray.errors import KbRayError
 from tests.enrich.openai_server import CAPTION_WORDS, expected_caption, serve_openai
 

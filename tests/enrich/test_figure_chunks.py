@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from kb_ray.enrich.figure_chunks import FIGURE_DESCRIPTION, description_rows, figure_crops
+from kb_ray.enrich.figure_chunks import (
+    FIGURE_DESCRIPTION,
+    description_rows,
+    figure_crops,
+)
 
 REGION = {"page": 2, "x0": 0.1, "y0": 0.3, "x1": 0.8, "y1": 0.6}
 

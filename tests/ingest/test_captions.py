@@ -9,9 +9,9 @@ import shutil
 import pytest
 
 from kb_ray.catalog.blobs import BlobStore
-from kb_ray.errors import KbRayError
 from kb_ray.catalog.purge import purge
 from kb_ray.catalog.verify import verify_catalog
+from kb_ray.errors import KbRayError
 from kb_ray.index.build import build_index
 from kb_ray.ingest.run import run_ingest
 from kb_ray.search.searcher import HybridSearcher
