@@ -126,10 +126,30 @@ def _ocr_options(settings: DoclingPdfSettings) -> Any:
 
     mode = po.OcrMode.FULL_PAGE if settings.force_full_page_ocr else po.OcrMode.DEFAULT
     if settings.ocr_engine == "rapidocr":
-        return po.RapidOcrOptions(backend="onnxruntime", mode=mode)
+        return po.RapidOcrOptions(backend="onnxruntime", mode=mode, **rapidocr_model_paths(settings.artifacts_path))
     if settings.ocr_engine == "easyocr":
         return po.EasyOcrOptions(mode=mode)
     return po.TesseractCliOcrOptions(mode=mode)
+
+
+def rapidocr_model_paths(artifacts_path: str | None) -> dict[str, str]:
+    """The ONNX models inside the rapidocr wheel, unless ``artifacts_path`` has its own
+    ``RapidOcr`` folder (``docling-tools models download rapidocr``). With an artifacts path
+    Docling never downloads, and without explicit paths it would refuse to run OCR; the
+    wheel's models (PP-OCR detection, direction classifier, recognition) need no download."""
+    if artifacts_path and (Path(artifacts_path) / "RapidOcr").is_dir():
+        return {}
+    spec = importlib.util.find_spec("rapidocr")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    models = Path(next(iter(spec.submodule_search_locations))) / "models"
+    found = {}
+    for role, pattern in (("det_model_path", "*_det_*.onnx"), ("cls_model_path", "*_cls_*.onnx"),
+                          ("rec_model_path", "*_rec_*.onnx")):
+        candidates = sorted(models.glob(pattern))
+        if candidates:
+            found[role] = str(candidates[-1])
+    return found if len(found) == 3 else {}
 
 
 def _stand_in_for_tableformer_v2_without_torchvision() -> None:

@@ -79,3 +79,24 @@ def test_docling_with_weights_parses_pdfs_in_the_model_pool(tmp_path, sources):
 
     again = run_ingest(config)  # same weights, same settings: same versions, nothing parsed
     assert again.documents["unchanged"] == 3 and again.parses == 0
+
+
+def test_a_scanned_pdf_fails_without_ocr_and_is_searchable_text_with_docling_ocr(tmp_path):
+    import pypdfium2 as pdfium
+
+    src = tmp_path / "src"
+    src.mkdir()
+    image = pdfium.PdfDocument(GOLDEN_SOURCES / "figure.pdf")[0].render(scale=2).to_pil().convert("RGB")
+    image.save(src / "scanned.pdf", format="PDF", resolution=144)  # image only: no text layer
+    plain = run_ingest(ingest_config(tmp_path / "plain", [src]))
+    assert plain.documents["failed"] == 1 and plain.failures[0]["error"].startswith("no_text_layer")
+
+    artifacts = build_tiny_docling_artifacts(tmp_path / "docling-tiny")
+    config = ingest_config(tmp_path / "kb", [src], "parse.docling.enabled=true", f"parse.docling.artifacts_path={artifacts}",
+                           "parse.docling.do_table_structure=false", "parse.docling.device=cpu",
+                           "parse.docling.do_ocr=true", "parse.docling.force_full_page_ocr=true")
+    report = run_ingest(config)
+    assert report.documents["new"] == 1 and report.documents["failed"] == 0
+    (version,) = catalog(tmp_path / "kb").read("versions").to_pylist()
+    assert version["parser"] == "docling_pdf" and "Thermal Derating" in version["canonical_text"]
+    assert verify_catalog(catalog(tmp_path / "kb")).ok(strict=True)

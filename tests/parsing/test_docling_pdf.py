@@ -84,11 +84,33 @@ def test_table_structure_without_its_weights_or_package_is_reported(artifacts):
 
 
 def test_ocr_engine_that_is_not_installed_is_reported(artifacts):
-    if importlib.util.find_spec("rapidocr") is not None and importlib.util.find_spec("onnxruntime") is not None:
-        pytest.skip("rapidocr is installed here; the missing-engine path cannot be shown")
-    parser = DoclingPdfParser(settings=tiny_settings(artifacts, do_ocr=True, ocr_engine="rapidocr"))
-    result = parser.parse((SOURCES / "figure.pdf").read_bytes(), mime=PDF, filename="figure.pdf")
-    assert result.error.startswith("ocr_unavailable: OCR engine 'rapidocr' is not installed")
+    assert importlib.util.find_spec("easyocr") is None, "easyocr stands in for a missing engine here"
+    parser = DoclingPdfParser(settings=tiny_settings(artifacts, do_ocr=True, ocr_engine="easyocr"))
+    result = parser.parse((SOURCES / "figure.pdf").read_bytes(), mime=PDF, filename="figure.pdf", limits=LIMITS)
+    assert result.error.startswith("ocr_unavailable: OCR engine 'easyocr' is not installed")
+
+
+def scanned(name: str) -> bytes:
+    """The PDF's first page as an image-only PDF (no text layer): what a scanner makes."""
+    image = pdfium.PdfDocument(SOURCES / name)[0].render(scale=2).to_pil().convert("RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PDF", resolution=144)
+    return buffer.getvalue()
+
+
+def test_rapidocr_reads_a_scanned_page_with_the_models_in_its_wheel(artifacts):
+    """OCR is real here: RapidOCR's PP-OCR ONNX models ship inside the rapidocr wheel, and the
+    parser points Docling at them when artifacts_path has no RapidOcr folder."""
+    data = scanned("figure.pdf")
+    without_ocr = DoclingPdfParser(settings=tiny_settings(artifacts)).parse(data, mime=PDF, filename="scan.pdf")
+    assert without_ocr.error.startswith("no_text_layer")
+    parser = DoclingPdfParser(settings=tiny_settings(artifacts, do_ocr=True, force_full_page_ocr=True))
+    result = parser.parse(data, mime=PDF, filename="scan.pdf", limits=LIMITS)
+    assert result.status == "ok" and result.pages[0].has_text_layer is False
+    text = " ".join(block.text for block in result.blocks)
+    for words in ("Thermal Derating", "SolVerde SV-405M", "temperature coefficient"):
+        assert words in text
+
 
 
 @pytest.mark.parametrize("name", ["manual.pdf", "figure.pdf"])
