@@ -259,7 +259,7 @@ def _is_local(path: str) -> bool:
 
 
 def _resolve(base: Path, path: str) -> str:
-    return str((base / path).resolve()) if _is_local(path) else path
+    return str((base / Path(path).expanduser()).resolve()) if _is_local(path) else path
 
 
 def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
