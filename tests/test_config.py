@@ -48,3 +48,10 @@ def test_the_shipped_local_config_is_valid():
 def test_storage_options_are_strings_even_when_yaml_reads_a_bool():
     config = load_config(overrides=["storage_options.AWS_ALLOW_HTTP=true", "storage_options.PORT=9000"])
     assert config.storage_options == {"AWS_ALLOW_HTTP": "true", "PORT": "9000"}
+
+
+def test_home_in_a_config_path_expands():
+    config = load_config(None, overrides=["parse.docling.artifacts_path=~/models/docling",
+                                          "enrich.captions.model_path=~/models/vlm"])
+    assert config.parse.docling.artifacts_path == str(Path.home() / "models" / "docling")
+    assert config.enrich.captions.model_path == str(Path.home() / "models" / "vlm")
