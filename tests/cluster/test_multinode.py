@@ -47,11 +47,14 @@ class LocalCluster:
     def dashboard(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
-    def start_node(self, name: str, *args: str, timeout: float = 90) -> None:
+    def start_node(self, name: str, *args: str, temp_dir: Path, timeout: float = 90) -> None:
+        """Each node its own temp dir, as on separate machines: nodes sharing one would share
+        ``runtime_resources/``, and one node's runtime-env agent deletes the job's
+        ``working_dir`` under the other's running driver."""
         log = self.temp_dir / f"{name}.log"
         ports = {"--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--metrics-export-port",
                  "--runtime-env-agent-port", "--node-manager-port", "--object-manager-port"}
-        command = [RAY, "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}",
+        command = [RAY, "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
                    "--disable-usage-stats", "--min-worker-port=0", "--max-worker-port=0",
                    *(f"{flag}={free_port()}" for flag in sorted(ports)), *args]
         with open(log, "wb") as out:
@@ -99,6 +102,7 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
 def two_node_cluster():
     # a short path: Ray's unix sockets live under the temp dir (108-byte limit)
     temp_dir = Path(tempfile.mkdtemp(prefix="kbray-", dir="/tmp"))
+    worker_temp_dir = Path(tempfile.mkdtemp(prefix="kbrayw-", dir="/tmp"))
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex,
            "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     env.pop("RAY_ADDRESS", None)
@@ -107,14 +111,16 @@ def two_node_cluster():
     try:
         cluster.start_node("head", "--head", f"--port={cluster.gcs_port}", "--num-cpus=0",
                            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-                           f"--dashboard-port={cluster.dashboard_port}", f"--ray-client-server-port={free_port()}")
+                           f"--dashboard-port={cluster.dashboard_port}", f"--ray-client-server-port={free_port()}",
+                           temp_dir=temp_dir)
         wait_for_port(cluster.dashboard_port, timeout=60)
         cluster.start_node("worker", f"--address=127.0.0.1:{cluster.gcs_port}", "--num-cpus=2",
-                           "--resources=" + json.dumps({"worker_node": 1}))
+                           "--resources=" + json.dumps({"worker_node": 1}), temp_dir=worker_temp_dir)
         yield cluster
     finally:
         cluster.stop()
         shutil.rmtree(temp_dir, ignore_errors=True)
+        shutil.rmtree(worker_temp_dir, ignore_errors=True)
 
 
 def test_ingest_and_index_jobs_run_on_the_worker_node(two_node_cluster, tmp_path):
