@@ -173,19 +173,10 @@ def check_conversion(result: ConversionResult, *, page_count: int, max_seconds: 
 
 def pdf_text_layers(data: bytes, *, max_pages: int) -> list[bool]:
     """Per page, whether it has a text layer; raises for encrypted, broken or over-long PDFs."""
-    from kb_ray.parsing.pdf_text import PDFIUM_LOCK, open_pdf
+    from kb_ray.parsing.pdf_text import opened_pdf
 
-    with PDFIUM_LOCK:
-        pdf = open_pdf(data)
-        try:
-            count = len(pdf)
-            if count > max_pages:
-                raise ParseError("too_many_pages", f"{count} pages > limit {max_pages}")
-            if count == 0:
-                raise ParseError("empty", "the PDF has no pages")
-            return [_has_text(pdf, index) for index in range(count)]
-        finally:
-            pdf.close()
+    with opened_pdf(data, max_pages=max_pages) as pdf:
+        return [_has_text(pdf, index) for index in range(len(pdf))]
 
 
 def _has_text(pdf: Any, index: int) -> bool:

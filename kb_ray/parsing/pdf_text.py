@@ -13,6 +13,7 @@ Python in :mod:`kb_ray.parsing.pdf_layout` and runs outside the lock.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import io
@@ -22,7 +23,7 @@ import threading
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -102,6 +103,14 @@ class PdfTextParser(Parser):
 def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None) -> tuple[str | None, list[_Page]]:
     """Open the PDF and read every page's characters (and, with ``crop_dpi``, render a crop
     of every figure); raises ParseError for bad input."""
+    with opened_pdf(data, max_pages=max_pages) as pdf:
+        return _metadata_title(pdf), [_read_page(pdf, index, crop_dpi) for index in range(len(pdf))]
+
+
+@contextlib.contextmanager
+def opened_pdf(data: bytes, *, max_pages: int) -> Iterator[pdfium.PdfDocument]:
+    """The open PDF, under :data:`PDFIUM_LOCK` and closed on exit; raises ParseError when it is
+    encrypted, broken, empty or over ``max_pages``."""
     with PDFIUM_LOCK:
         pdf = open_pdf(data)
         try:
@@ -110,7 +119,7 @@ def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None) -
                 raise ParseError("too_many_pages", f"{count} pages > limit {max_pages}")
             if count == 0:
                 raise ParseError("empty", "the PDF has no pages")
-            return _metadata_title(pdf), [_read_page(pdf, index, crop_dpi) for index in range(count)]
+            yield pdf
         finally:
             pdf.close()
 
