@@ -28,7 +28,7 @@ from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import CaptionSettings
 from kb_ray.enrich.figure_chunks import description_rows, figure_crops
-from kb_ray.ingest.rows import from_ipc, replace_column, to_ipc, to_table
+from kb_ray.ingest.rows import first_owners, from_ipc, on_first_row, replace_column, to_ipc, to_table
 
 logger = logging.getLogger(__name__)
 CAPTION_COUNT_COLUMNS = ("captions_computed", "captions_cached", "captions_failed", "captions_skipped")
@@ -49,7 +49,7 @@ class CaptionStage:
     def __call__(self, batch: pa.Table) -> pa.Table:
         docs = batch.select(["versions_ipc", "elements_ipc", "chunks_ipc", "version_chunks_ipc",
                              "n_chunks"]).to_pylist()
-        owners = self._owners(docs)
+        owners = first_owners([_crop_shas(doc) for doc in docs])
         captions, new_rows, counts = self._caption(list(owners))
         per_doc: list[list[dict[str, Any]]] = [[] for _ in docs]
         for row in new_rows:
@@ -62,20 +62,9 @@ class CaptionStage:
                                                 enumerate(batch.select(["error"]).to_pylist())], pa.string())
         batch = replace_column(batch, "enrichments_ipc",
                                [to_ipc(to_table("enrichments", rows)) if rows else None for rows in per_doc], pa.binary())
-        first = [1 if i == 0 else 0 for i in range(batch.num_rows)]
         for name in CAPTION_COUNT_COLUMNS:
-            batch = replace_column(batch, name, [f * counts[name] for f in first], pa.int32())
+            batch = replace_column(batch, name, on_first_row(batch.num_rows, counts[name]), pa.int32())
         return batch
-
-    @staticmethod
-    def _owners(docs: list[dict[str, Any]]) -> dict[str, int]:
-        """Each distinct crop sha of the batch → the first document row that has it."""
-        owners: dict[str, int] = {}
-        for index, doc in enumerate(docs):
-            if doc["elements_ipc"] and doc["versions_ipc"]:
-                for _, sha in figure_crops(from_ipc(doc["elements_ipc"]).to_pylist()):
-                    owners.setdefault(sha, index)
-        return owners
 
     def _caption(self, shas: list[str]) -> tuple[dict[str, str], list[dict[str, Any]], dict[str, int]]:
         """Captions of ``shas`` (cached or new), the new enrichment rows, and counts."""
@@ -140,6 +129,13 @@ class CaptionStage:
             out = {name: to_ipc(to_table(name, rows)) for name, rows in tables.items()}
             out["n_chunks"] = version["n_chunks"]
         return out
+
+
+def _crop_shas(doc: dict[str, Any]) -> list[str]:
+    """The figure crops of a freshly parsed document (none for one the catalog already has)."""
+    if not doc["elements_ipc"] or not doc["versions_ipc"]:
+        return []
+    return [sha for _, sha in figure_crops(from_ipc(doc["elements_ipc"]).to_pylist())]
 
 
 def _note(row: dict[str, Any], new_rows: list[dict[str, Any]]) -> str | None:

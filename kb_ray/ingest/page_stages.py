@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import PagesSettings
-from kb_ray.ingest.rows import from_ipc, replace_column, to_ipc, to_table
+from kb_ray.ingest.rows import first_owners, from_ipc, on_first_row, replace_column, to_ipc, to_table
 from kb_ray.pages import multivectors
 from kb_ray.pages.render import PageRenderer
 
@@ -68,29 +68,18 @@ class PageEmbedStage:
         self.embedder_fp = self.embedder.fingerprint
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        owners = self._owners(batch.column("pages_ipc").to_pylist())
+        owners = first_owners([from_ipc(blob).column("image_sha").to_pylist() if blob else []
+                               for blob in batch.column("pages_ipc").to_pylist()])
         cached = self._cached(list(owners))
         missing = [sha for sha in owners if sha not in cached]
         rows = self._embed(missing)
         per_doc: list[list[dict[str, Any]]] = [[] for _ in range(batch.num_rows)]
         for row in rows:
             per_doc[owners[row["image_sha"]]].append(row)
-        first = [1 if i == 0 else 0 for i in range(batch.num_rows)]
         batch = replace_column(batch, "page_embeddings_ipc",
-                         [to_ipc(to_table("page_embeddings", r)) if r else None for r in per_doc], pa.binary())
-        batch = replace_column(batch, "page_embeddings_computed", [f * len(missing) for f in first], pa.int32())
-        return replace_column(batch, "page_embeddings_cached", [f * len(cached) for f in first], pa.int32())
-
-    @staticmethod
-    def _owners(pages_ipc: list[bytes | None]) -> dict[str, int]:
-        """Each distinct image sha of the batch → the first document row that has it."""
-        owners: dict[str, int] = {}
-        for index, blob in enumerate(pages_ipc):
-            if blob:
-                for sha in from_ipc(blob).column("image_sha").to_pylist():
-                    if sha is not None:
-                        owners.setdefault(sha, index)
-        return owners
+                               [to_ipc(to_table("page_embeddings", r)) if r else None for r in per_doc], pa.binary())
+        batch = replace_column(batch, "page_embeddings_computed", on_first_row(batch.num_rows, len(missing)), pa.int32())
+        return replace_column(batch, "page_embeddings_cached", on_first_row(batch.num_rows, len(cached)), pa.int32())
 
     def _cached(self, shas: list[str]) -> set[str]:
         if not shas:

@@ -99,6 +99,22 @@ def replace_column(batch: pa.Table, name: str, values: list[Any], typ: pa.DataTy
     return batch.append_column(name, column)
 
 
+def first_owners(shas_per_row: list[list[str | None]]) -> dict[str, int]:
+    """Each distinct sha → the first row that has it: content-addressed work (a page
+    embedding, a caption) is done once per batch and its new catalog rows ride on that row."""
+    owners: dict[str, int] = {}
+    for index, shas in enumerate(shas_per_row):
+        for sha in shas:
+            if sha is not None:
+                owners.setdefault(sha, index)
+    return owners
+
+
+def on_first_row(rows: int, value: int) -> list[int]:
+    """A batch-level count as a column: ``value`` on the first row, 0 on the others."""
+    return [value if index == 0 else 0 for index in range(rows)]
+
+
 def to_table(table_name: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=table_spec(table_name).schema)
 
