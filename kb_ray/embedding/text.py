@@ -28,6 +28,7 @@ import pyarrow as pa
 from kb_ray.errors import KbRayError
 from kb_ray.ids import fingerprint as make_fingerprint
 from kb_ray.ids import nfc
+from kb_ray.model_dirs import local_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -189,13 +190,8 @@ def default_model_path() -> Path:
 
 
 def resolve_model_path(model_path: str | Path | None) -> Path:
-    path = default_model_path() if model_path is None else Path(model_path).expanduser()
-    if not path.is_dir() or not (path / "config.json").is_file():
-        raise KbRayError(
-            f"embedding model not found at {path}: expected a saved sentence-transformers model "
-            "directory (with config.json); models are never downloaded, so copy one there first"
-        )
-    return path.resolve()
+    path = default_model_path() if model_path is None else Path(model_path)
+    return local_model_dir(path, what="embedding model", kind="sentence-transformers model")
 
 
 def resolve_device(device: str, torch: Any) -> str:

@@ -26,6 +26,7 @@ from kb_ray.config import CaptionSettings
 from kb_ray.embedding.text import resolve_device
 from kb_ray.enrich.captioners import Captioner, CaptionResult
 from kb_ray.errors import KbRayError
+from kb_ray.model_dirs import local_model_dir
 
 logger = logging.getLogger(__name__)
 _INSTALL_HINT = "pip install kb-ray[embed]"
@@ -35,11 +36,7 @@ def resolve_caption_model_path(model_path: str | None) -> Path:
     if not model_path:
         raise KbRayError("captions.backend=transformers needs captions.model_path: a local model directory "
                          "(models are never downloaded; kb_ray.enrich.tiny_vlm.build_tiny_vlm writes a tiny one)")
-    path = Path(model_path).expanduser()
-    if not (path / "config.json").is_file():
-        raise KbRayError(f"caption model not found at {path}: expected a saved image-text-to-text model directory "
-                         "with config.json; copy the weights there first")
-    return path.resolve()
+    return local_model_dir(model_path, what="caption model", kind="image-text-to-text model")
 
 
 class TransformersCaptioner(Captioner):

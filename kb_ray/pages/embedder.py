@@ -28,6 +28,7 @@ from kb_ray.config import PagesSettings
 from kb_ray.embedding.text import model_digest, resolve_device
 from kb_ray.errors import KbRayError
 from kb_ray.ids import fingerprint as make_fingerprint
+from kb_ray.model_dirs import local_model_dir
 from kb_ray.pages import multivectors
 
 logger = logging.getLogger(__name__)
@@ -39,11 +40,7 @@ def resolve_page_model_path(model_path: str | None) -> Path:
     if not model_path:
         raise KbRayError("pages.enabled needs pages.model_path: a local ColQwen2 directory (models are never "
                          "downloaded; `kb-ray dev tiny-models --out DIR` writes a tiny one for tests)")
-    path = Path(model_path).expanduser()
-    if not (path / "config.json").is_file():
-        raise KbRayError(f"page embedding model not found at {path}: expected a saved ColQwen2 directory "
-                         "with config.json; copy the weights there first")
-    return path.resolve()
+    return local_model_dir(model_path, what="page embedding model", kind="ColQwen2")
 
 
 def page_embedder_fingerprint(settings: PagesSettings) -> str:
@@ -125,7 +122,9 @@ def _import_torch() -> Any:
 
 def _load_transformers(path: Path, device: str, dtype: Any) -> tuple[Any, Any]:
     from transformers import AutoTokenizer, ColQwen2ForRetrieval, ColQwen2Processor
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
 
     prompts = _processor_prompts(path)
     processor = ColQwen2Processor(
