@@ -28,7 +28,7 @@ def run_job(parser: argparse.ArgumentParser, main: Callable[[KbConfig, argparse.
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        from kb_ray.ingest.run import code_version
+        from kb_ray.runtime import code_version
 
         config = load_config(args.config, overrides=args.overrides)
         logger.info("%s: code version %s, config %s", parser.prog, code_version(), config_json(config))

@@ -53,3 +53,11 @@ def test_kb_ray_error_exits_nonzero_with_one_line(tmp_path):
 def test_bench_names_its_scripts():
     result = subprocess.run([sys.executable, "-m", "jobs.bench"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2 and "ingest" in result.stderr
+
+
+def test_bench_help_lists_every_benchmark_script():
+    result = subprocess.run([sys.executable, "-m", "jobs.bench", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0
+    listed = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("  ")}
+    scripts = {path.stem for path in (REPO / "benchmarks").glob("*.py") if not path.stem.startswith("_")}
+    assert scripts <= listed and "gpu_parse" in listed

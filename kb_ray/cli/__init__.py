@@ -18,8 +18,16 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kb_ray.cli import (catalog_commands, demo_command, dev_command, eval_command, index_commands,
-                            ingest_command, parse_command, serve_commands)
+    from kb_ray.cli import (
+        catalog_commands,
+        demo_command,
+        dev_command,
+        eval_command,
+        index_commands,
+        ingest_command,
+        parse_command,
+        serve_commands,
+    )
 
     parser = argparse.ArgumentParser(prog="kb-ray", description="Index documents into a cited knowledge base.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

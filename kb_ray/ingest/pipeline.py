@@ -8,32 +8,12 @@ take every CPU and starve the tasks that feed them (a deadlock seen with 2 actor
 from __future__ import annotations
 
 import logging
-import os
 
 import pyarrow as pa
 
 from kb_ray.config import KbConfig, StageSettings
 
 logger = logging.getLogger(__name__)
-WORKER_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def start_ray(config: KbConfig) -> bool:
-    """Connect to ``ray.address`` / ``RAY_ADDRESS``, else start a local instance.
-
-    Returns True when this call started Ray (so the caller should shut it down)."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    address = config.ray.address or os.environ.get("RAY_ADDRESS")
-    runtime_env = {"env_vars": WORKER_ENV}
-    if address:
-        ray.init(address=address, runtime_env=runtime_env, logging_level=logging.WARNING)
-    else:
-        ray.init(num_cpus=config.ray.num_cpus, include_dashboard=False, runtime_env=runtime_env,
-                 logging_level=logging.WARNING)
-    return True
 
 
 def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str):

@@ -3,30 +3,32 @@
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kb_ray import __version__
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import KbConfig, config_json
 from kb_ray.errors import CatalogError, SourceError
 from kb_ray.ingest.commit import MicroBatchCommitter
 from kb_ray.ingest.listing import list_sources
 from kb_ray.ingest.planning import IngestPlan, plan_ingest
+from kb_ray.ingest.progress import IngestProgress, ProgressCallback
 from kb_ray.ingest.report import IngestReport
 from kb_ray.ingest.rows import to_table
 from kb_ray.processing import DocumentProcessor
+from kb_ray.runtime import code_version
 
 logger = logging.getLogger(__name__)
 
 
-def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None) -> IngestReport:
+def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_progress: ProgressCallback | None = None,
+               verbose: bool = False) -> IngestReport:
+    """Ingest the configured sources; ``on_progress`` hears after each committed micro-batch,
+    ``verbose`` lets Ray's own INFO output through to the console."""
     started = time.perf_counter()
     if not config.ingest.sources:
         raise SourceError("no sources to ingest: set ingest.sources in the config or pass --source")
@@ -46,7 +48,8 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None) -> In
     try:
         plan = _plan(catalog, config)
         report.documents["seen"] = plan.seen
-        _run_pipeline(plan.todo, config=config, committer=committer, report=report)
+        _run_pipeline(plan.todo, config=config, committer=committer, report=report,
+                      progress=_Progress(on_progress, total=plan.todo.num_rows), verbose=verbose)
         _finish_unchanged_and_vanished(plan, config=config, committer=committer, report=report)
         report.status = "failed_documents" if report.documents["failed"] else "succeeded"
     except BaseException:
@@ -69,19 +72,39 @@ def _plan(catalog: DeltaCatalog, config: KbConfig) -> IngestPlan:
     return plan
 
 
-def _run_pipeline(todo: pa.Table, *, config: KbConfig, committer: MicroBatchCommitter, report: IngestReport) -> None:
+def _run_pipeline(todo: pa.Table, *, config: KbConfig, committer: MicroBatchCommitter, report: IngestReport,
+                  progress: _Progress, verbose: bool) -> None:
     if not todo.num_rows:
         return
-    from kb_ray.ingest.pipeline import build_ingest_dataset, start_ray
+    from kb_ray.ingest.pipeline import build_ingest_dataset
+    from kb_ray.runtime import start_ray
 
-    start_ray(config)
+    start_ray(config, verbose=verbose)
     dataset = build_ingest_dataset(todo, config=config, run_id=report.run_id)
     for batch_no, batch in enumerate(dataset.iter_rows()):
         outcome = committer.commit(batch, batch_no=batch_no)
         report.add_summary(outcome.summary)
         report.add_counts(outcome.counts)
         report.micro_batches += 1
+        progress.advance(files=outcome.summary.num_rows,
+                         chunks=outcome.counts.get("chunks_new", 0) + outcome.counts.get("chunks_reused", 0))
         logger.info("committed micro-batch %d (%d documents)", batch_no, outcome.summary.num_rows)
+
+
+class _Progress:
+    """Running totals handed to the caller's progress callback."""
+
+    def __init__(self, callback: ProgressCallback | None, *, total: int) -> None:
+        self.callback, self.total = callback, total
+        self.files = self.chunks = 0
+        self.started = time.perf_counter()
+
+    def advance(self, *, files: int, chunks: int) -> None:
+        self.files += files
+        self.chunks += chunks
+        if self.callback is not None:
+            self.callback(IngestProgress(files_done=self.files, files_total=self.total, chunks_done=self.chunks,
+                                         elapsed_s=time.perf_counter() - self.started))
 
 
 def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, committer: MicroBatchCommitter,
@@ -125,13 +148,3 @@ def _record_run(catalog: DeltaCatalog, report: IngestReport, config: KbConfig, *
     row.update(status=report.status, report_json=json.dumps(report.to_dict()),
                finished_at=None if report.status == "running" else datetime.now(timezone.utc))
     catalog.merge_upsert("ingest_runs", to_table("ingest_runs", [row]), keys=["run_id"])
-
-
-def code_version() -> str:
-    """kb-ray's version plus the git commit when running from a checkout."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                                cwd=Path(__file__).resolve().parent).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return f"{__version__}+{commit}" if commit else __version__

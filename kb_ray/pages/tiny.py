@@ -36,11 +36,16 @@ _CORPUS = [
 
 
 def _imports():
-    try:
-        import torch
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-        from transformers import ColQwen2Config, ColQwen2ForRetrieval, ColQwen2Processor, Qwen2TokenizerFast
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    try:  # the names are returned through locals()
+        import torch  # noqa: F401
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: F401
+        from transformers import (  # noqa: F401
+            ColQwen2Config,
+            ColQwen2ForRetrieval,
+            ColQwen2Processor,
+            Qwen2TokenizerFast,
+        )
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil  # noqa: F401
     except ImportError as exc:
         raise KbRayError(f"building the tiny ColQwen2 needs {exc.name}: pip install kb-ray[embed]") from exc
     return locals()

@@ -13,7 +13,6 @@ sheet's used range, and page sizes are that range in cells (columns × rows).
 from __future__ import annotations
 
 import functools
-
 import importlib.metadata
 import logging
 import sys

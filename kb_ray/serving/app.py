@@ -38,7 +38,7 @@ def start_service(config: KbConfig, *, port: int | None = None, blocking: bool =
     """Start (or connect to) Ray, then serve the app on ``serve.host:port``."""
     from ray import serve
 
-    from kb_ray.ingest.pipeline import start_ray
+    from kb_ray.runtime import start_ray
 
     start_ray(config)
     serve.start(http_options={"host": config.serve.host, "port": port or config.serve.port})

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from kb_ray.config import load_config
-from kb_ray.k8s_validation import load_crds, validate_manifest
+from tests.k8s.crd_validation import load_crds, validate_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((REPO / "k8s").glob("*.yaml"))

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.purge import purge
 from kb_ray.catalog.verify import verify_catalog
 from kb_ray.index import build_index
 from kb_ray.ingest.run import run_ingest
 from kb_ray.pages import multivectors
-from kb_ray.catalog.blobs import BlobStore
 from kb_ray.search.searcher import HybridSearcher
 from tests.ingest.helpers import catalog, ingest_config
 from tests.pages.conftest import page_overrides
@@ -52,8 +52,9 @@ def test_page_embeddings_are_float16_blobs_keyed_by_image_sha(pages_kb, page_emb
     assert len(rows) == PDF_PAGES and {r["embedder_fp"] for r in rows} == {page_embedder.fingerprint}
     row = rows[0]
     assert row["dtype"] == "float16" and row["dim"] == 128 and len(row["vectors"]) == row["n_vectors"] * 128 * 2
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     image = Image.open(io.BytesIO(BlobStore(str(pages_kb["kb"]), kind="pages").get(row["image_sha"])))
     fresh = page_embedder.embed_images([image])[0]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from kb_ray.catalog.blobs import BlobStore
 from kb_ray.config import PagesSettings
 from kb_ray.ingest.page_stages import RenderStage
 from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
 from kb_ray.pages import multivectors
-from kb_ray.catalog.blobs import BlobStore
 from kb_ray.pages.embedder import PageEmbedder, page_embedder_fingerprint
 from kb_ray.pages.render import PageRenderer
 from kb_ray.search.pages import best_boxes

@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from kb_ray.parsing.base import ParseLimits
 from kb_ray.parsing.blocks import ParseResult
 from kb_ray.parsing.pdf_layout import (
-    Char, Line, build_lines, continues_paragraph, find_furniture, find_gutter, reading_order,
+    Char,
+    Line,
+    build_lines,
+    continues_paragraph,
+    find_furniture,
+    find_gutter,
+    reading_order,
 )
 from kb_ray.parsing.pdf_text import PdfTextParser, join_lines
 
@@ -233,7 +239,7 @@ def test_embedded_image_is_a_figure_followed_by_its_caption():
     icon = ImageReader(Image.new("RGB", (16, 16), "blue"))
 
     def draw(canvas):
-        y = paragraph(canvas, 720)
+        paragraph(canvas, 720)
         canvas.drawImage(ImageReader(chart), 72, 400, width=300, height=150)
         canvas.drawImage(icon, 500, 720, width=16, height=16)  # too small to be a figure
         canvas.rect(72, 200, 400, 100)  # vector drawing: not a figure
