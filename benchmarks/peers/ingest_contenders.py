@@ -13,14 +13,25 @@ from harness import ROOT, report_result
 EMBED_BATCH = 32  # texts per forward pass for every contender (kb-ray's embedding.batch_size)
 
 
+PEER_WINDOWS = ["chunking.strategy=recursive", "chunking.chunk_chars=2048", "chunking.overlap=200"]
+
+
 def kb_ray(corpus: Path, out: Path) -> None:
-    """kb-ray's own ingest (parse with layout analysis → recursive chunks → embed → Delta)."""
+    """kb-ray's ingest in the peers' window shape (layout analysis → 2,048/200 windows → embed → Delta)."""
+    _kb_ray_ingest(corpus, out, PEER_WINDOWS)
+
+
+def kb_ray_default(corpus: Path, out: Path) -> None:
+    """kb-ray's ingest as a user gets it: conf/local.yaml (structural chunks, every character embedded)."""
+    _kb_ray_ingest(corpus, out, [])
+
+
+def _kb_ray_ingest(corpus: Path, out: Path, overrides: list[str]) -> None:
     from kb_ray.config import load_config
     from kb_ray.ingest.run import run_ingest
 
     config = load_config(ROOT / "conf" / "local.yaml", overrides=[
-        f"kb_root={out / 'kb'}", f"ingest.sources=[{corpus}]", "chunking.strategy=recursive",
-        "chunking.chunk_chars=2048", "chunking.overlap=200"])
+        f"kb_root={out / 'kb'}", f"ingest.sources=[{corpus}]", *overrides])
     started = time.perf_counter()
     report = run_ingest(config)
     elapsed = time.perf_counter() - started
@@ -135,8 +146,62 @@ def embed_alone(corpus: Path, threads: int) -> None:
     report_result(pipeline_s=time.perf_counter() - started, pages=pages, chunks=len(texts), torch_threads=threads)
 
 
+def sequential(corpus: Path, out: Path) -> None:
+    """A plain sequential Python script: pypdfium2 → 2,048/200 windows → MiniLM (1 thread) → Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    started = time.perf_counter()
+    model = shape.load_model(num_threads=1)
+    rows: dict[str, list] = {"path": [], "page_number": [], "chunk": []}
+    for pdf in sorted(corpus.glob("*.pdf")):
+        for number, text in enumerate(shape.page_texts(pdf.read_bytes())):
+            for chunk in shape.split_text(text):
+                rows["path"].append(str(pdf))
+                rows["page_number"].append(number)
+                rows["chunk"].append(chunk)
+    vectors = model.encode(rows["chunk"], batch_size=EMBED_BATCH)
+    table = pa.table({**rows, "embedding": pa.array(list(vectors), pa.list_(pa.float32()))})
+    pq.write_table(table, out / "chunks.parquet")
+    elapsed = time.perf_counter() - started
+    pages = len(set(zip(rows["path"], rows["page_number"])))
+    report_result(pipeline_s=elapsed, pages=pages, chunks=table.num_rows, torch_threads=1)
+
+
+def kb_ray_embed_alone(corpus: Path, out: Path) -> None:
+    """kb-ray's own embedding stage alone on its default chunks (parsed and chunked untimed),
+    with the configured embedder (runtime, threads and batch size of conf/local.yaml)."""
+    from kb_ray.config import load_config
+    from kb_ray.processing import DocumentProcessor
+
+    config = load_config(ROOT / "conf" / "local.yaml")
+    processor = DocumentProcessor(parse=config.parse, chunking=config.chunking, captions=config.enrich.captions)
+    embedder = _configured_embedder(config.embedding)
+    texts, pages = [], 0
+    for pdf in sorted(corpus.glob("*.pdf")):
+        version = processor.process(pdf.read_bytes(), collection="bench", key=str(pdf), filename=pdf.name)
+        pages += len(version.pages)
+        texts += [embedder.format_embed_text(text=vc.chunk.text, heading_path=vc.chunk.heading_path)
+                  for vc in version.chunks]
+    embedder.embed_texts(texts[:EMBED_BATCH])  # warm-up, untimed
+    started = time.perf_counter()
+    embedder.embed_texts(texts)
+    report_result(pipeline_s=time.perf_counter() - started, pages=pages, chunks=len(texts),
+                  torch_threads=config.embedding.num_threads)
+
+
+def _configured_embedder(settings):
+    from kb_ray.embedding.text import TextEmbedder
+
+    return TextEmbedder(model_path=settings.model_path, model_id=settings.model_id, device=settings.device,
+                        batch_size=settings.batch_size, normalize=settings.normalize, num_threads=settings.num_threads)
+
+
 CONTENDERS = {
+    "kb-ray-default": kb_ray_default,
     "kb-ray": kb_ray,
+    "kb-embed": kb_ray_embed_alone,
+    "sequential": sequential,
     "ray-data": ray_data,
     "daft": daft_pipeline,
     "embed-1t": lambda corpus, out: embed_alone(corpus, 1),
