@@ -90,6 +90,7 @@ def run_child(code_dir: Path, corpus: Path, tiny: str, work: Path, label: str, m
 def summarize(result: dict, micro_batch: int) -> dict:
     commits = result["commits"]
     tenth = max(1, len(commits) // 10)
+    cycle = min(len(commits), 64)  # two compaction cycles (compact_every_batches=32): the sawtooth averaged
     mean = lambda rows: sum(row[2] for row in rows) / len(rows)  # noqa: E731
     gaps = [b[1] - a[1] for a, b in zip(commits, commits[1:])] or [0.0]
     seen = result["documents"]["seen"]
@@ -99,18 +100,20 @@ def summarize(result: dict, micro_batch: int) -> dict:
             "unchanged_s": result["unchanged_s"], "unchanged_pct": 100 * result["unchanged_s"] / result["full_s"],
             "batches": len(commits), "commit_first_s": mean(commits[:tenth]), "commit_last_s": mean(commits[-tenth:]),
             "gap_first_s": sum(gaps[:tenth]) / len(gaps[:tenth]), "gap_last_s": sum(gaps[-tenth:]) / len(gaps[-tenth:]),
+            "cycle_first_s": mean(commits[:cycle]), "cycle_last_s": mean(commits[-cycle:]),
             "rss_growth_mb": max(row[3] for row in commits) - commits[0][3] if commits else 0.0}
 
 
 def render(rows: list[tuple[str, dict]], args: argparse.Namespace) -> str:
     head = ("| code | files | docs/s (steady, between first and last commit) | full s | unchanged re-ingest s (% of full) | micro-batches | "
-            "commit s/batch first 10% → last 10% | gap between commits first → last | driver RSS growth MB |")
+            "commit s/batch first 10% → last 10% | commit s/batch first 64 → last 64 batches | gap between commits first → last | driver RSS growth MB |")
     lines = [f"\n## Run of {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC (micro_batch_docs={args.micro_batch}, "
-             "tiny embedder, 2 shared CPU cores)\n", head, "|" + "---|" * 9]
+             "tiny embedder, 2 shared CPU cores)\n", head, "|" + "---|" * 10]
     for label, s in rows:
         lines.append(f"| {label} | {s['docs']} | {s['docs_per_s']:.1f} ({s['steady_docs_per_s']:.1f}) | {s['full_s']:.1f} | {s['unchanged_s']:.1f} "
                      f"({s['unchanged_pct']:.1f}%) | {s['batches']} | {s['commit_first_s']:.3f} → "
-                     f"{s['commit_last_s']:.3f} | {s['gap_first_s']:.3f} → {s['gap_last_s']:.3f} | "
+                     f"{s['commit_last_s']:.3f} | {s['cycle_first_s']:.3f} → {s['cycle_last_s']:.3f} | "
+                     f"{s['gap_first_s']:.3f} → {s['gap_last_s']:.3f} | "
                      f"{s['rss_growth_mb']:.0f} |")
     return "\n".join(lines) + "\n"
 
@@ -121,6 +124,7 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=16)
     parser.add_argument("--baseline", type=Path, default=None, help="another checkout to run beside this one")
     parser.add_argument("--baseline-size", type=int, default=2000)
+    parser.add_argument("--keep", type=Path, default=None, help="copy each child's raw timings JSON here")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "scale.md")
     for name in ("--kb", "--corpus", "--tiny", "--out"):
         parser.add_argument(name, help=argparse.SUPPRESS)
@@ -145,6 +149,9 @@ def main() -> None:
                 write_corpus(corpus, size)
             summary = summarize(run_child(code, corpus, tiny, work, f"{label}-{size}", args.micro_batch), args.micro_batch)
             rows.append((label, summary))
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                (args.keep / f"{label}-{size}.json").write_bytes((work / f"{label}-{size}.json").read_bytes())
             print(json.dumps({"code": label, **summary}), flush=True)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     with args.results.open("a", encoding="utf-8") as handle:
