@@ -87,7 +87,7 @@ def run_child(code_dir: Path, corpus: Path, tiny: str, work: Path, label: str, m
     return json.loads(out.read_text())
 
 
-def summarize(result: dict, micro_batch: int) -> dict:
+def summarize(result: dict) -> dict:
     commits = result["commits"]
     tenth = max(1, len(commits) // 10)
     cycle = min(len(commits), 64)  # two compaction cycles (compact_every_batches=32): the sawtooth averaged
@@ -95,7 +95,7 @@ def summarize(result: dict, micro_batch: int) -> dict:
     gaps = [b[1] - a[1] for a, b in zip(commits, commits[1:])] or [0.0]
     seen = result["documents"]["seen"]
     span = commits[-1][1] - commits[0][1] if len(commits) > 1 else 0.0
-    steady = (len(commits) - 1) * micro_batch / span if span else 0.0  # after Ray start and model load
+    steady = seen * (len(commits) - 1) / len(commits) / span if span else 0.0  # after Ray start and model load
     return {"docs": seen, "docs_per_s": seen / result["full_s"], "steady_docs_per_s": steady, "full_s": result["full_s"],
             "unchanged_s": result["unchanged_s"], "unchanged_pct": 100 * result["unchanged_s"] / result["full_s"],
             "batches": len(commits), "commit_first_s": mean(commits[:tenth]), "commit_last_s": mean(commits[-tenth:]),
@@ -147,7 +147,7 @@ def main() -> None:
             corpus = work / f"corpus-{size}"
             if not corpus.exists():
                 write_corpus(corpus, size)
-            summary = summarize(run_child(code, corpus, tiny, work, f"{label}-{size}", args.micro_batch), args.micro_batch)
+            summary = summarize(run_child(code, corpus, tiny, work, f"{label}-{size}", args.micro_batch))
             rows.append((label, summary))
             if args.keep:
                 args.keep.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,9 @@ repeated one, so writers that pass ``app_id``/``app_version`` are skipped when
 A ``DeltaCatalog`` holds its root URI, storage options and one opened ``DeltaTable`` per
 table, brought up to date with ``update_incremental()`` on each use: a micro-batch reads
 only the log entries committed since its last call instead of replaying the log (and
-its checkpoint) for every read and commit. The opened tables are not pickled, so a
-catalog still travels to Ray workers; a lock keeps one thread at a time on a table.
+its checkpoint) for every read and commit. Each thread keeps its own opened tables (two
+threads never share one ``DeltaTable``), and they are not pickled, so a catalog still
+travels to Ray workers and is safe to share across threads.
 """
 
 from __future__ import annotations
@@ -49,8 +50,7 @@ class DeltaCatalog:
     def __init__(self, kb_root: str, *, storage_options: dict[str, str] | None = None) -> None:
         self.kb_root = normalize_root(kb_root)
         self.storage_options = dict(storage_options or {})
-        self._tables: dict[str, DeltaTable] = {}
-        self._lock = threading.RLock()
+        self._opened = threading.local()  # per thread: table name -> DeltaTable
 
     def __getstate__(self) -> dict[str, Any]:
         return {"kb_root": self.kb_root, "storage_options": self.storage_options}
@@ -147,13 +147,13 @@ class DeltaCatalog:
         version (``load_as_version``): ask for ``version=`` instead."""
         if version is not None:
             return self._load_table(table_name, version)
-        with self._lock:
-            table = self._tables.get(table_name)
-            if table is None:
-                table = self._tables[table_name] = self._load_table(table_name, None)
-            else:
-                table.update_incremental()
-            return table
+        tables = self._opened.__dict__.setdefault("tables", {})
+        table = tables.get(table_name)
+        if table is None:
+            table = tables[table_name] = self._load_table(table_name, None)
+        else:
+            table.update_incremental()
+        return table
 
     def _load_table(self, table_name: str, version: int | None) -> DeltaTable:
         uri = self.table_uri(table_name)
