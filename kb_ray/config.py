@@ -130,6 +130,8 @@ class IngestSettings(_Settings):
     include: list[str] = Field(default_factory=lambda: ["**/*"])
     sync: Literal["none", "incremental", "full"] = "incremental"
     micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
+    compact_every_batches: int = Field(32, ge=0, description="compact the small files micro-batches add every "
+                                       "N micro-batches, so lookups stay flat as the catalog grows (0: never)")
 
 
 class PagesSettings(_Settings):

@@ -6,15 +6,19 @@ Idempotence is ours to enforce: delta-rs records app transactions but does not s
 repeated one, so writers that pass ``app_id``/``app_version`` are skipped when
 ``transaction_version(app_id) >= app_version``.
 
-A ``DeltaCatalog`` holds only its root URI and storage options (it opens a fresh
-``DeltaTable`` per call), so it pickles to Ray workers and is safe to share across
-threads.
+A ``DeltaCatalog`` holds its root URI, storage options and one opened ``DeltaTable`` per
+table, brought up to date with ``update_incremental()`` on each use: a micro-batch reads
+only the log entries committed since its last call instead of replaying the log (and
+its checkpoint) for every read and commit. Each thread keeps its own opened tables (two
+threads never share one ``DeltaTable``), and they are not pickled, so a catalog still
+travels to Ray workers and is safe to share across threads.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -46,6 +50,13 @@ class DeltaCatalog:
     def __init__(self, kb_root: str, *, storage_options: dict[str, str] | None = None) -> None:
         self.kb_root = normalize_root(kb_root)
         self.storage_options = dict(storage_options or {})
+        self._opened = threading.local()  # per thread: table name -> DeltaTable
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"kb_root": self.kb_root, "storage_options": self.storage_options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["kb_root"], storage_options=state["storage_options"])
 
     # -- opening -----------------------------------------------------------------------
 
@@ -131,7 +142,20 @@ class DeltaCatalog:
     # -- reading -----------------------------------------------------------------------
 
     def delta_table(self, table_name: str, *, version: int | None = None) -> DeltaTable:
-        """A fresh ``DeltaTable`` at ``version`` (latest when ``None``)."""
+        """The table at its latest version (the cached one, updated incrementally), or a
+        fresh ``DeltaTable`` at ``version``. Do not move the returned table to another
+        version (``load_as_version``): ask for ``version=`` instead."""
+        if version is not None:
+            return self._load_table(table_name, version)
+        tables = self._opened.__dict__.setdefault("tables", {})
+        table = tables.get(table_name)
+        if table is None:
+            table = tables[table_name] = self._load_table(table_name, None)
+        else:
+            table.update_incremental()
+        return table
+
+    def _load_table(self, table_name: str, version: int | None) -> DeltaTable:
         uri = self.table_uri(table_name)
         try:
             return DeltaTable(uri, version=version, storage_options=self.storage_options)
@@ -247,9 +271,10 @@ class DeltaCatalog:
         app_version: int | None = None,
         metadata: dict[str, Any] | None = None,
         insert_only: bool = False,
+        keep_on_update: Sequence[str] = (),
     ) -> dict[str, Any] | None:
-        """MERGE on ``keys``: update all columns when matched (unless ``insert_only``), insert
-        when not.
+        """MERGE on ``keys``: update all columns when matched (unless ``insert_only``; the
+        ``keep_on_update`` columns keep the target's value), insert when not.
 
         ``insert_only`` is how content-addressed rows (embeddings) are added: delta-rs
         checks the merge against concurrent commits, so two writers adding the same key
@@ -269,7 +294,9 @@ class DeltaCatalog:
                 commit_properties=properties,
             )
             if not insert_only:
-                merger = merger.when_matched_update_all()
+                merger = (merger.when_matched_update({name: f"s.{name}" for name in source.column_names
+                                                      if name not in keep_on_update})
+                          if keep_on_update else merger.when_matched_update_all())
             return merger.when_not_matched_insert_all().execute()
 
         return retry_on_conflict(merge, what=f"merge into {table_name}")

@@ -1,4 +1,4 @@
-"""Catalog subcommands: ``sql``, ``status``, ``verify``, ``purge``."""
+"""Catalog subcommands: ``sql``, ``status``, ``verify``, ``purge``, ``maintain``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     sql.set_defaults(handler=run_sql)
     for name, handler, text in (("status", run_status, "a short summary of the catalog"),
                                 ("verify", run_verify, "check catalog invariants; exit 1 on violations"),
-                                ("purge", run_purge, "delete tombstoned documents and unreferenced rows")):
+                                ("purge", run_purge, "delete tombstoned documents and unreferenced rows"),
+                                ("maintain", run_maintain, "compact small files (optionally Z-order by key), "
+                                 "checkpoint, vacuum what no index generation uses")):
         parser = commands.add_parser(name, help=text)
         parser.add_argument("--json", action="store_true")
         parser.set_defaults(handler=handler)
@@ -34,6 +36,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     commands.choices["verify"].add_argument("--strict", action="store_true", help="residue counts as a violation")
     commands.choices["purge"].add_argument("--superseded", action="store_true",
                                            help="also delete versions no document points at")
+    maintain = commands.choices["maintain"]
+    maintain.add_argument("--retention-hours", type=int, default=168,
+                          help="vacuum unreferenced files older than this (default 7 days)")
+    maintain.add_argument("--no-vacuum", action="store_true", help="compact and checkpoint only")
+    maintain.add_argument("--z-order", action="store_true",
+                          help="rewrite each table clustered by its key columns (a full rewrite)")
     add_config_arguments(sql)
 
 
@@ -119,4 +127,13 @@ def run_purge(args: argparse.Namespace) -> int:
 
     report = purge(_catalog(args), superseded=args.superseded)
     print(json.dumps(report.__dict__, indent=2) if args.json else report.render())
+    return 0
+
+
+def run_maintain(args: argparse.Namespace) -> int:
+    from kb_ray.catalog.maintenance import maintain
+
+    report = maintain(_catalog(args), retention_hours=args.retention_hours, vacuum=not args.no_vacuum,
+                      z_order=args.z_order)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.render())
     return 0

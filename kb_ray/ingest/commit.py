@@ -8,7 +8,16 @@ number) and is skipped if that transaction is already in the table's log.
 
 A crash between two of these commits can leave rows of a version that no document points
 at. A rerun finds that version's rows and deletes them before committing again, so no
-table ever holds a row twice.
+table ever holds a row twice. That search reads whole tables, so it runs only when such
+residue can exist: when some other run that crashed (or is still running) has data
+commits in a version-keyed table beyond its last ``versions`` commit, as the app
+transactions in the Delta logs say (:class:`ResidueWatch`, checked per micro-batch).
+
+Cost per micro-batch stays flat with catalog size: no table is read to build the commit
+(``documents.created_at`` is kept by the MERGE itself), each table is opened once and
+updated incrementally, and every ``compact_every_batches`` micro-batches the small files
+the batches added are compacted, so lookups and MERGE scans touch a bounded number of
+files (see docs/capacity.md).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import pyarrow.compute as pc
 
 from kb_ray.catalog.datafiles import DataFile
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.maintenance import compact_small_files
 from kb_ray.ingest.rows import from_ipc, to_table
 
 logger = logging.getLogger(__name__)
@@ -41,11 +51,15 @@ class BatchOutcome:
 
 
 class MicroBatchCommitter:
-    def __init__(self, catalog: DeltaCatalog, *, run_id: str, fail_after_batches: int | None = None) -> None:
+    def __init__(self, catalog: DeltaCatalog, *, run_id: str, fail_after_batches: int | None = None,
+                 compact_every_batches: int = 0) -> None:
         self.catalog = catalog
         self.run_id = run_id
         self.app_id = f"ingest:{run_id}"
         self.fail_after_batches = fail_after_batches  # tests: simulate a crash between batches
+        self.compact_every_batches = compact_every_batches  # 0: never during ingest
+        self.residue = ResidueWatch(catalog, except_run=run_id)
+        self._written: set[str] = set()  # tables this run committed to since the last compaction
 
     def commit(self, batch: dict[str, Any], *, batch_no: int) -> BatchOutcome:
         if self.fail_after_batches is not None and batch_no >= self.fail_after_batches:
@@ -61,8 +75,14 @@ class MicroBatchCommitter:
         self._flip_documents(summary, batch_no)
         self.record_sources(summary, batch_no=batch_no)
         self.log(summary, batch_no=batch_no)
+        self._compact_now_and_then(batch_no)
         counts = {key: int(batch.get(key) or 0) for key in COUNT_KEYS}
         return BatchOutcome(summary=summary, counts=counts)
+
+    def _compact_now_and_then(self, batch_no: int) -> None:
+        if self.compact_every_batches and (batch_no + 1) % self.compact_every_batches == 0 and self._written:
+            compact_small_files(self.catalog, sorted(self._written))
+            self._written.clear()
 
     def _commit_embeddings(self, vectors: pa.Table, batch_no: int) -> None:
         self._append_new_vectors("embeddings", "embed_text_sha", vectors, batch_no)
@@ -83,6 +103,7 @@ class MicroBatchCommitter:
         if fresh.num_rows:
             self.catalog.merge_upsert(table_name, fresh, keys=["embedder_fp", key], insert_only=True,
                                       app_id=self.app_id, app_version=batch_no)
+            self._written.add(table_name)
 
     def _commit_enrichments(self, rows: pa.Table, batch_no: int) -> None:
         """New captions, and successes that replace a recorded failure; a failure never
@@ -101,13 +122,16 @@ class MicroBatchCommitter:
                                       app_id=self.app_id, app_version=batch_no)
 
     def _commit_data_files(self, files: list[DataFile], version_ids: list[str], batch_no: int) -> None:
+        check_residue = bool(files) and self.residue.possible()
         for table_name in DATA_TABLE_ORDER:
             table_files = [f for f in files if f.table_name == table_name]
             if not table_files:
                 continue
-            if table_name in VERSION_KEYED and self.catalog.transaction_version(table_name, self.app_id) != batch_no:
+            if table_name in VERSION_KEYED and check_residue \
+                    and self.catalog.transaction_version(table_name, self.app_id) != batch_no:
                 self._delete_residue(table_name, version_ids)
             self.catalog.commit_files(table_name, table_files, app_id=self.app_id, app_version=batch_no)
+            self._written.add(table_name)
 
     def _delete_residue(self, table_name: str, version_ids: list[str]) -> None:
         if not version_ids:
@@ -125,19 +149,14 @@ class MicroBatchCommitter:
         if not rows:
             return
         now = datetime.now(timezone.utc)
-        created = self._created_at([row["document_id"] for row in rows])
         documents = to_table("documents", [{
             "document_id": row["document_id"], "collection": row["collection"], "key": row["key"],
             "uri": row["uri"], "title": row["title"], "mime": row["mime"], "tags": [], "metadata_json": "{}",
-            "active_version_id": row["version_id"], "created_at": created.get(row["document_id"], now),
-            "updated_at": now, "deleted_at": None,
+            "active_version_id": row["version_id"], "created_at": now, "updated_at": now, "deleted_at": None,
         } for row in rows])
-        self.catalog.merge_upsert("documents", documents, keys=["document_id"], app_id=self.app_id, app_version=batch_no)
-
-    def _created_at(self, document_ids: list[str]) -> dict[str, datetime]:
-        found = self.catalog.read("documents", columns=["document_id", "created_at"],
-                                  filter=pc.field("document_id").isin(document_ids))
-        return {row["document_id"]: row["created_at"] for row in found.to_pylist()}
+        self.catalog.merge_upsert("documents", documents, keys=["document_id"], keep_on_update=["created_at"],
+                                  app_id=self.app_id, app_version=batch_no)
+        self._written.add("documents")
 
     def tombstone(self, vanished: pa.Table, *, batch_no: int) -> int:
         """Hide documents whose sources vanished (``--sync full``); rows stay until purge."""
@@ -153,25 +172,91 @@ class MicroBatchCommitter:
         return len(rows)
 
     def record_sources(self, summary: pa.Table, *, batch_no: int, status: str | None = None) -> None:
+        """Upsert the sources rows of ``summary`` (a batch summary, or plan rows that carry
+        ``prior_raw_sha``), column-wise in Arrow."""
         if not summary.num_rows:
             return
-        rows = [{
-            "collection": row["collection"], "uri": row["uri"], "key": row["key"], "size": row.get("size"),
-            "mtime": row.get("mtime"), "raw_sha": row.get("raw_sha"), "document_id": row["document_id"],
-            "last_seen_run": self.run_id,
-            "status": status or ("failed" if row.get("status") == "failed" else "present"),
-        } for row in summary.to_pylist()]
-        self.catalog.merge_upsert("sources", to_table("sources", rows), keys=["collection", "uri"],
-                                  app_id=self.app_id, app_version=batch_no)
+        n = summary.num_rows
+        if status is None:
+            failed = pc.fill_null(pc.equal(_column(summary, "status", pa.string()), "failed"), False)
+            statuses = pc.if_else(failed, "failed", "present")
+        else:
+            statuses = _constant(status, n, pa.string())
+        raw_sha = summary.column("raw_sha") if "raw_sha" in summary.column_names else _column(
+            summary, "prior_raw_sha", pa.string())
+        rows = pa.table({
+            **{name: summary.column(name) for name in ("collection", "uri", "key", "document_id")},
+            **{name: summary.column(name) for name in ("size", "mtime") if name in summary.column_names},
+            "raw_sha": raw_sha, "last_seen_run": _constant(self.run_id, n, pa.string()), "status": statuses})
+        self.catalog.merge_upsert("sources", rows, keys=["collection", "uri"], app_id=self.app_id,
+                                  app_version=batch_no)
+        self._written.add("sources")
 
     def log(self, summary: pa.Table, *, batch_no: int) -> None:
+        """Append one ingest_log row per row of ``summary`` (plan rows name their version
+        ``prior_version_id``)."""
         if not summary.num_rows:
             return
-        now = datetime.now(timezone.utc)
-        rows = [{
-            "run_id": self.run_id, "batch": batch_no, "collection": row["collection"], "uri": row["uri"],
-            "document_id": row["document_id"], "version_id": row.get("version_id"), "action": row["action"],
-            "status": row.get("status", "ok"), "error": row.get("error"), "parse_seconds": row.get("parse_seconds"),
-            "total_seconds": row.get("total_seconds"), "n_chunks": row.get("n_chunks"), "logged_at": now,
-        } for row in summary.to_pylist()]
-        self.catalog.append("ingest_log", to_table("ingest_log", rows), app_id=self.app_id, app_version=batch_no)
+        n = summary.num_rows
+        version = summary.column("version_id") if "version_id" in summary.column_names else _column(
+            summary, "prior_version_id", pa.string())
+        rows = pa.table({
+            "run_id": _constant(self.run_id, n, pa.string()), "batch": _constant(batch_no, n, pa.int32()),
+            **{name: summary.column(name) for name in ("collection", "uri", "document_id", "action")},
+            "version_id": version, "status": pc.fill_null(_column(summary, "status", pa.string()), "ok"),
+            **{name: summary.column(name) for name in ("error", "parse_seconds", "total_seconds", "n_chunks")
+               if name in summary.column_names},
+            "logged_at": _constant(datetime.now(timezone.utc), n, pa.timestamp("us", tz="UTC"))})
+        self.catalog.append("ingest_log", rows, app_id=self.app_id, app_version=batch_no)
+        self._written.add("ingest_log")
+
+
+def _constant(value: Any, n: int, type_: pa.DataType) -> pa.Array:
+    return pa.array([value], type_).take(pa.array([0] * n, pa.int32())) if n else pa.array([], type_)
+
+
+def _column(table: pa.Table, name: str, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    return table.column(name) if name in table.column_names else pa.nulls(table.num_rows, type_)
+
+
+class ResidueWatch:
+    """Which other runs may have left data rows without their ``versions`` rows.
+
+    A crashed run's app transactions never change again, so its verdict is kept; a run
+    still marked running is asked again each time (it may be mid-batch, or die)."""
+
+    def __init__(self, catalog: DeltaCatalog, *, except_run: str) -> None:
+        self.catalog = catalog
+        self.except_run = except_run
+        self._runs_version: int | None = None
+        self._unfinished: dict[str, str] = {}  # run_id -> status
+        self._crashed_verdicts: dict[str, bool] = {}
+
+    def possible(self) -> bool:
+        self._refresh_runs()
+        for run_id, status in self._unfinished.items():
+            if status == "crashed":
+                if run_id not in self._crashed_verdicts:
+                    self._crashed_verdicts[run_id] = self._left_residue(run_id)
+                if self._crashed_verdicts[run_id]:
+                    return True
+            elif self._left_residue(run_id):
+                return True
+        return False
+
+    def _refresh_runs(self) -> None:
+        version = self.catalog.delta_table("ingest_runs").version()
+        if version == self._runs_version:
+            return
+        runs = self.catalog.read("ingest_runs", columns=["run_id", "status"],
+                                 filter=pc.field("status").isin(["running", "crashed"]))
+        self._unfinished = {run_id: status for run_id, status in zip(runs.column("run_id").to_pylist(),
+                                                                     runs.column("status").to_pylist())
+                            if run_id != self.except_run}
+        self._runs_version = version
+
+    def _left_residue(self, run_id: str) -> bool:
+        app_id = f"ingest:{run_id}"
+        versions_done = self.catalog.transaction_version("versions", app_id)
+        data_done = [self.catalog.transaction_version(name, app_id) for name in VERSION_KEYED if name != "versions"]
+        return any(done is not None and (versions_done is None or done > versions_done) for done in data_done)

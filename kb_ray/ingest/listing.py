@@ -48,13 +48,18 @@ def _mtime(info: dict) -> datetime | None:
 
 def list_source(source: str, *, collection: str, include: list[str],
                 storage_options: dict[str, str] | None = None) -> Iterator[pa.RecordBatch]:
-    """Yield one record batch per directory under ``source`` (or one for a single file)."""
+    """Yield one record batch per directory under ``source`` (or one for a single file).
+
+    A missing source raises ``SourceError`` at once, before any batch is pulled."""
     fs, root = _filesystem(source, storage_options or {})
     if not fs.exists(root):
         raise SourceError(f"source {source} does not exist")
     if fs.isfile(root):
-        yield _batch(fs, collection, root.rsplit("/", 1)[0], {root: fs.info(root)}, include)
-        return
+        return iter([_batch(fs, collection, root.rsplit("/", 1)[0], {root: fs.info(root)}, include)])
+    return _walk(fs, root, collection, include)
+
+
+def _walk(fs: fsspec.AbstractFileSystem, root: str, collection: str, include: list[str]) -> Iterator[pa.RecordBatch]:
     for _, _, files in fs.walk(root, detail=True):
         infos = {info["name"]: info for info in files.values() if info.get("type") == "file"}
         if infos:
@@ -97,9 +102,9 @@ def _included(paths: pa.Array, include: list[str]) -> pa.Array:
 
 
 def list_sources(sources: list[str], *, collection: str, include: list[str],
-                 storage_options: dict[str, str] | None = None) -> pa.Table:
-    """The whole listing as one Arrow table (the planner's input)."""
-    batches = [batch for source in sources
-               for batch in list_source(source, collection=collection, include=include,
-                                        storage_options=storage_options)]
-    return pa.Table.from_batches(batches, schema=LISTING_SCHEMA) if batches else LISTING_SCHEMA.empty_table()
+                 storage_options: dict[str, str] | None = None) -> pa.RecordBatchReader:
+    """The whole listing as a stream of record batches (the planner's input), read lazily:
+    a directory is listed when the planner pulls its batch."""
+    streams = [list_source(source, collection=collection, include=include, storage_options=storage_options)
+               for source in sources]  # checks every source exists before the planner pulls
+    return pa.RecordBatchReader.from_batches(LISTING_SCHEMA, (batch for stream in streams for batch in stream))

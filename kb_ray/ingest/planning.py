@@ -1,8 +1,11 @@
 """Plan an ingest: diff the listing against the catalog with set operations in DuckDB.
 
-Out come three Arrow tables: ``todo`` (new or possibly changed files, to fetch and hash),
-``unchanged`` (same size and mtime as last time, active under the same pipeline: never
-read again) and ``vanished`` (in the catalog, gone from the listing). Ids are computed in
+The listing arrives as a stream of Arrow record batches (one per directory) that DuckDB
+consumes straight into its own temporary table; no Python-side table of every file is
+ever built. Out come three Arrow tables: ``todo`` (new or possibly changed files, to fetch
+and hash), ``unchanged`` (same size and mtime as last time, active under the same
+pipeline: never read again; its rows carry ``action`` and go to the commit as Arrow
+columns) and ``vanished`` (in the catalog, gone from the listing). Ids are computed in
 SQL exactly as :func:`kb_ray.ids.document_id` does, so no per-file Python runs here.
 """
 
@@ -26,18 +29,18 @@ SELECT l.collection, l.uri, l.key, l.size, l.mtime, l.document_id,
        s.raw_sha AS prior_raw_sha, d.active_version_id AS prior_version_id,
        coalesce(s.size IS NOT DISTINCT FROM l.size AND s.mtime IS NOT DISTINCT FROM l.mtime
         AND d.active_version_id IS NOT NULL AND v.pipeline_fp IS NOT DISTINCT FROM $pipeline_fp, false) AS unchanged
-FROM (SELECT * EXCLUDE (relative_path), {DOCUMENT_ID_SQL} AS document_id FROM listing) l
+FROM (SELECT * EXCLUDE (relative_path), {DOCUMENT_ID_SQL} AS document_id FROM listing_stream) l
 LEFT JOIN sources s ON s.collection = l.collection AND s.uri = l.uri
 LEFT JOIN documents d ON d.document_id = l.document_id
 LEFT JOIN versions v ON v.version_id = d.active_version_id
 """
 
 _VANISHED_SQL = """
-SELECT s.collection, s.uri, s.key, s.document_id, d.active_version_id AS prior_version_id
+SELECT s.collection, s.uri, s.key, s.document_id, d.active_version_id AS prior_version_id, 'deleted' AS action
 FROM sources s
 LEFT JOIN documents d ON d.document_id = s.document_id
 WHERE s.collection = $collection AND s.status <> 'vanished'
-  AND NOT EXISTS (SELECT 1 FROM listing l WHERE l.collection = s.collection AND l.uri = s.uri)
+  AND NOT EXISTS (SELECT 1 FROM plan l WHERE l.collection = s.collection AND l.uri = s.uri)
 """
 
 
@@ -52,15 +55,22 @@ class IngestPlan:
         return self.todo.num_rows + self.unchanged.num_rows
 
 
-def plan_ingest(listing: pa.Table, *, catalog: DeltaCatalog, collection: str, pipeline_fp: str) -> IngestPlan:
+def plan_ingest(listing: pa.RecordBatchReader | pa.Table, *, catalog: DeltaCatalog, collection: str,
+                pipeline_fp: str) -> IngestPlan:
+    """Diff ``listing`` (a record batch stream, or a table) against the catalog."""
     con = duckdb.connect()
-    con.register("listing", listing)
-    for name in ("sources", "documents", "versions"):
-        columns = {"versions": ["version_id", "pipeline_fp"]}.get(name)
-        con.register(name, catalog.dataset(name).to_table(columns=columns) if columns else catalog.dataset(name))
-    con.execute(_PLAN_SQL, {"pipeline_fp": pipeline_fp})
-    todo = con.sql("SELECT * EXCLUDE (unchanged) FROM plan WHERE NOT unchanged ORDER BY uri").to_arrow_table()
-    unchanged = con.sql("SELECT * EXCLUDE (unchanged) FROM plan WHERE unchanged ORDER BY uri").to_arrow_table()
-    vanished = con.sql(_VANISHED_SQL, params={"collection": collection}).to_arrow_table()
-    con.close()
+    try:
+        con.register("listing_stream", listing)
+        for name in ("sources", "documents", "versions"):
+            columns = {"versions": ["version_id", "pipeline_fp"]}.get(name)
+            dataset = catalog.dataset(name)
+            con.register(name, dataset.scanner(columns=columns).to_reader() if columns else dataset)
+        con.execute(_PLAN_SQL, {"pipeline_fp": pipeline_fp})
+        todo = con.sql("SELECT * EXCLUDE (unchanged) FROM plan WHERE NOT unchanged ORDER BY uri").to_arrow_table()
+        unchanged = con.sql("SELECT * EXCLUDE (unchanged, prior_version_id), prior_version_id AS version_id, "
+                            "prior_raw_sha AS raw_sha, 'unchanged' AS action FROM plan WHERE unchanged "
+                            "ORDER BY uri").to_arrow_table()
+        vanished = con.sql(_VANISHED_SQL, params={"collection": collection}).to_arrow_table()
+    finally:
+        con.close()
     return IngestPlan(todo=todo, unchanged=unchanged, vanished=vanished)

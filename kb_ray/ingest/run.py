@@ -44,7 +44,8 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
         check_caption_settings(config.enrich.captions)
     report = IngestReport(run_id=f"run_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:8]}")
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
-    committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches)
+    committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches,
+                                    compact_every_batches=config.ingest.compact_every_batches)
     try:
         plan = _plan(catalog, config)
         report.documents["seen"] = plan.seen
@@ -110,14 +111,14 @@ class _Progress:
 def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, committer: MicroBatchCommitter,
                                    report: IngestReport) -> None:
     batch_no = report.micro_batches
-    unchanged = plan.unchanged.append_column("action", pa.array(["unchanged"] * plan.unchanged.num_rows, pa.string()))
+    unchanged = plan.unchanged  # Arrow columns all the way to the commit (no per-file Python rows)
     if unchanged.num_rows:
-        committer.record_sources(unchanged.drop_columns(["prior_version_id"]), batch_no=batch_no)
+        committer.record_sources(unchanged, batch_no=batch_no)
         committer.log(unchanged, batch_no=batch_no)
         report.documents["unchanged"] += unchanged.num_rows
     if config.ingest.sync == "full" and plan.vanished.num_rows:
         report.documents["deleted"] += committer.tombstone(plan.vanished, batch_no=batch_no)
-        vanished = plan.vanished.append_column("action", pa.array(["deleted"] * plan.vanished.num_rows, pa.string()))
+        vanished = plan.vanished
         committer.record_sources(vanished, batch_no=batch_no + 1, status="vanished")
         committer.log(vanished, batch_no=batch_no + 1)
 

@@ -22,9 +22,9 @@ def test_vacuum_keeps_the_versions_a_generation_was_built_from(catalog):
     assert generation_versions(catalog) == {"embeddings": [built_from]}
 
     report = maintain(catalog, retention_hours=0)
-    assert report.kept_versions["embeddings"] == [built_from]
-    assert report.compacted["embeddings"]["numFilesRemoved"] >= 2
+    assert report.tables["embeddings"].kept_versions == [built_from]
+    assert report.tables["embeddings"].files_removed >= 2
     old = catalog.read("embeddings", version=built_from).column("embed_text_sha").to_pylist()
     assert sorted(old) == ["a", "b", "c"]  # time travel to the generation's version still works
     assert sorted(catalog.read("embeddings").column("embed_text_sha").to_pylist()) == ["b", "c", "d"]
-    assert report.vacuumed_files["embeddings"] >= 1  # but files only older versions used are gone
+    assert report.tables["embeddings"].vacuumed_files >= 1  # but files only older versions used are gone
