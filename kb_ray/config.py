@@ -155,7 +155,12 @@ class IndexSettings(_Settings):
     flat_max_vectors: int = 50_000
     hnsw_m: int = 32
     ivf_nlist: int | None = None  # None: about 4 * sqrt(vectors)
-    lexical: Literal["bm25s", "tantivy"] = "bm25s"
+    # bm25: kb-ray's channel BM25 with generation-wide statistics (kb_ray/index/channels.py);
+    # bm25s, tantivy: baselines over "heading path + text" with per-shard statistics
+    lexical: Literal["bm25", "bm25s", "tantivy"] = "bm25"
+    lexical_stem: bool = True  # Snowball English stemming (PyStemmer) in the bm25 analyzer
+    lexical_identifiers: bool = True  # keep os.path.join, snake_case, --options, v2.1.3 whole besides their parts
+    lexical_heading_in_body: bool = False  # also paste the heading path into the body channel (the old layout)
     switch_after_build: bool = True
     filterable_metadata: list[str] = Field(default_factory=list)  # metadata_json keys usable in filters
 
@@ -165,7 +170,12 @@ class SearchSettings(_Settings):
     max_k: int = 100
     candidates: int = 100  # per retriever, before fusion
     rrf_k: int = 60
-    weights: dict[str, float] = Field(default_factory=dict)  # retriever -> RRF weight (default 1)
+    # rrf: reciprocal rank fusion; minmax / zscore: weighted sum of normalized scores (kb_ray/search/fusion.py)
+    fusion: Literal["rrf", "minmax", "zscore"] = "rrf"
+    weights: dict[str, float] = Field(default_factory=dict)  # retriever -> fusion weight (default 1)
+    # weight of each channel of the bm25 index (body, heading, path, exact); missing: 0 (body: 1)
+    lexical_channels: dict[str, float] = Field(default_factory=lambda: {"body": 1.0, "heading": 0.0, "path": 0.0,
+                                                                         "exact": 0.0})
     rerank_model_path: str | None = None  # a saved cross-encoder; None: no reranking
     rerank_candidates: int = 30
     faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes

@@ -1,0 +1,111 @@
+"""Lexical and fusion variants side by side on one ingested catalog, through the eval harness.
+
+    .venv/bin/python benchmarks/lexical_eval.py --kb /path/to/kb --dataset queries.jsonl \\
+        [--split dev] [--variants NAME ...] [--modes lexical,hybrid] [--json out.json]
+
+Every variant is a list of ``--set`` overrides (``VARIANTS`` below): index settings give
+it its own generation (built once, then reused: same spec = same generation id), search
+settings only change the searcher. Each runs the golden-style eval
+(kb_ray.eval.run_eval, k=20) in the named modes and prints recall@1/@5, MRR and nDCG@10.
+``--split`` keeps the queries whose id ends with ``-dev`` / ``-test`` or whose ``split``
+field (dropped before validation) names it. Nothing is tuned here: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kb_ray.config import load_config  # noqa: E402
+from kb_ray.eval.dataset import EvalQuery  # noqa: E402
+
+OLD = ["index.lexical=bm25s", "search.fusion=rrf"]
+NEW = ["index.lexical=bm25"]
+
+
+def channels(body=1.0, heading=0.0, path=0.0, exact=0.0) -> list[str]:
+    return [f"search.lexical_channels={json.dumps({'body': body, 'heading': heading, 'path': path, 'exact': exact})}"]
+
+
+VARIANTS: dict[str, list[str]] = {
+    "bm25s (before)": OLD,
+    "tantivy en_stem": ["index.lexical=tantivy"],
+    "bm25 global, no stem, no identifiers, heading in body": NEW + [
+        "index.lexical_stem=false", "index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
+    "bm25 global + stem, heading in body": NEW + ["index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
+    "bm25 global + stem + identifiers, heading in body": NEW + ["index.lexical_heading_in_body=true"],
+    "bm25 body only": NEW + channels(),
+    "bm25 body + heading 0.5": NEW + channels(heading=0.5),
+    "bm25 body + heading 1": NEW + channels(heading=1.0),
+    "bm25 body + heading 0.5 + path 0.5": NEW + channels(heading=0.5, path=0.5),
+    "bm25 body + heading 0.5 + exact 0.5": NEW + channels(heading=0.5, exact=0.5),
+    "bm25 body + heading 0.5 + path 0.5 + exact 0.5": NEW + channels(heading=0.5, path=0.5, exact=0.5),
+}
+
+
+def load_queries(path: Path, split: str | None) -> list[EvalQuery]:
+    queries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        query_split = data.pop("split", None)
+        if split is None or query_split == split or (query_split is None and data["id"].endswith(f"-{split}")):
+            queries.append(EvalQuery.model_validate(data))
+    return queries
+
+
+def measure(kb: str, overrides: list[str], queries: list[EvalQuery], modes: tuple[str, ...], embedder) -> dict:
+    from kb_ray.eval import run_eval
+    from kb_ray.eval.report import summarize
+    from kb_ray.index import build_index
+    from kb_ray.search import HybridSearcher
+
+    config = load_config(REPO / "conf" / "local.yaml", overrides=[f"kb_root={kb}", "index.switch_after_build=false",
+                                                                  *overrides])
+    manifest = build_index(config)
+    searcher = HybridSearcher.open(config, generation_id=manifest.generation_id, embedder=embedder)
+    summary = summarize(run_eval(config, queries, modes=modes, k=20, searcher=searcher))
+    return {mode: {m: summary["modes"][mode]["metrics"][m] for m in ("recall@1", "recall@5", "mrr", "ndcg@10")}
+            for mode in modes}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kb", required=True)
+    parser.add_argument("--dataset", type=Path, default=REPO / "golden" / "queries.jsonl")
+    parser.add_argument("--split", default=None)
+    parser.add_argument("--variants", nargs="*", default=None, help="names from VARIANTS (default: all)")
+    parser.add_argument("--set", action="append", default=[], help="an extra variant: NAME=override;override")
+    parser.add_argument("--modes", default="lexical,hybrid")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    from kb_ray.embedding.text import TextEmbedder
+
+    variants = {name: VARIANTS[name] for name in (args.variants or VARIANTS)}
+    for extra in args.set:
+        name, _, overrides = extra.partition("=")
+        variants[name] = [o for o in overrides.split(";") if o]
+    queries, modes, embedder = load_queries(args.dataset, args.split), tuple(args.modes.split(",")), TextEmbedder()
+    print(f"{len(queries)} queries ({args.split or 'all'}) from {args.dataset}")
+    results = {}
+    for name, overrides in variants.items():
+        results[name] = measure(args.kb, overrides, queries, modes, embedder)
+        row = " | ".join(f"{mode} R@1 {r['recall@1']:.3f} R@5 {r['recall@5']:.3f} MRR {r['mrr']:.3f}"
+                         for mode, r in results[name].items())
+        print(f"{name:60s} | {row}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

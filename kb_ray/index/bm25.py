@@ -1,0 +1,85 @@
+"""BM25 with corpus-wide statistics: scores that do not depend on sharding.
+
+:class:`CorpusStatistics` (document frequencies, document count, average length) is
+computed once over the whole generation; every shard's :class:`Bm25Matrix` scores its rows
+with those statistics, so a chunk gets the same BM25 score whatever shard it falls into
+and however many shards there are. Scoring is Lucene's BM25:
+``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))``,
+``tf' = tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))``, precomputed per (term, row) and
+stored term-major (CSR over terms), so a query sums a few slices.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+K1, B = 1.2, 0.75
+
+
+@dataclass(frozen=True)
+class CorpusStatistics:
+    """Statistics of one channel over every row of a generation."""
+
+    document_frequency: dict[str, int]
+    documents: int
+    average_length: float
+
+    @classmethod
+    def of(cls, rows: list[list[str]]) -> CorpusStatistics:
+        frequency: Counter = Counter()
+        for terms in rows:
+            frequency.update(set(terms))
+        average = sum(map(len, rows)) / len(rows) if rows else 0.0
+        return cls(dict(frequency), len(rows), float(average))
+
+    def idf(self, term: str) -> float:
+        df = self.document_frequency.get(term, 0)
+        return float(np.log1p((self.documents - df + 0.5) / (df + 0.5)))
+
+
+class Bm25Matrix:
+    """One channel of one shard: term → (rows, precomputed BM25 weights)."""
+
+    def __init__(self, terms: np.ndarray, indptr: np.ndarray, rows: np.ndarray, weights: np.ndarray,
+                 n_rows: int) -> None:
+        self.terms, self.indptr, self.rows, self.weights, self.n_rows = terms, indptr, rows, weights, n_rows
+        self._ids = {term: i for i, term in enumerate(terms.tolist())}
+
+    @classmethod
+    def build(cls, rows: list[list[str]], statistics: CorpusStatistics, *, k1: float = K1, b: float = B) -> Bm25Matrix:
+        postings: dict[str, list[tuple[int, float]]] = {}
+        average = statistics.average_length or 1.0
+        for row, terms in enumerate(rows):
+            norm = k1 * (1 - b + b * len(terms) / average)
+            for term, tf in Counter(terms).items():
+                postings.setdefault(term, []).append((row, tf * (k1 + 1) / (tf + norm)))
+        vocabulary = sorted(postings)
+        indptr = np.zeros(len(vocabulary) + 1, np.int64)
+        indptr[1:] = np.cumsum([len(postings[t]) for t in vocabulary])
+        flat = [p for t in vocabulary for p in postings[t]]
+        idf = np.repeat([statistics.idf(t) for t in vocabulary], np.diff(indptr)) if flat else np.empty(0)
+        rows_out = np.array([r for r, _ in flat], np.int32)
+        weights = (np.array([w for _, w in flat], np.float64) * idf).astype(np.float32)
+        return cls(np.array(vocabulary, dtype=object), indptr, rows_out, weights, len(rows))
+
+    def scores(self, terms: list[str]) -> np.ndarray:
+        """BM25 of every row for these (distinct) query terms; 0 where none occurs."""
+        ids = [self._ids[t] for t in dict.fromkeys(terms) if t in self._ids]
+        if not ids:
+            return np.zeros(self.n_rows, np.float32)
+        slices = [slice(self.indptr[i], self.indptr[i + 1]) for i in ids]
+        rows = np.concatenate([self.rows[s] for s in slices])
+        weights = np.concatenate([self.weights[s] for s in slices])
+        return np.bincount(rows, weights=weights, minlength=self.n_rows).astype(np.float32)
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}.terms": self.terms.astype(str), f"{prefix}.indptr": self.indptr,
+                f"{prefix}.rows": self.rows, f"{prefix}.weights": self.weights}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str, n_rows: int) -> Bm25Matrix:
+        return cls(arrays[f"{prefix}.terms"].astype(object), arrays[f"{prefix}.indptr"], arrays[f"{prefix}.rows"],
+                   arrays[f"{prefix}.weights"], n_rows)
