@@ -32,7 +32,7 @@ from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
 from kb_ray.index.analyzer import TextAnalyzer
-from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_key
+from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
 from kb_ray.index.lexical import lexical_index_class, library_version
 from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.manifest import (
@@ -196,8 +196,7 @@ class _GenerationLexical:
         self.analyzer = _analyzer(settings)
         self.channels = lexical_channels(hydration, self.analyzer, heading_in_body=settings.lexical_heading_in_body)
         self.statistics = channel_statistics(self.channels)
-        self.tie_keys = [tie_key(h, t) for h, t in zip(hydration.column("heading_path").to_pylist(),
-                                                         hydration.column("text").to_pylist())]
+        self.tie_keys = tie_keys(hydration)
 
     def for_rows(self, rows: np.ndarray) -> ChannelBm25Index:
         picked = rows.tolist()

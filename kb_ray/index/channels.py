@@ -35,10 +35,17 @@ _ARRAYS, _META = "bm25.npz", "bm25.json"
 Rows = tuple[np.ndarray, np.ndarray]
 
 
-def tie_key(heading_path: list[str] | None, text: str) -> str:
-    """A location-independent order for equal scores: sha256 of the heading path and text."""
+def tie_key(heading_path: list[str] | None, text: str, uri: str | None, ordinal: int | None) -> str:
+    """A location-independent order for equal scores: a hash of the heading path and text,
+    then (for chunks with the same content) the file name and the chunk's ordinal."""
     payload = "\x1f".join(heading_path or []) + "\x1e" + (text or "")
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+    digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+    return f"{digest}|{file_name(uri)}|{ordinal or 0:09d}"
+
+
+def tie_keys(rows: pa.Table) -> list[str]:
+    columns = [rows.column(name).to_pylist() for name in ("heading_path", "text", "uri", "ordinal")]
+    return [tie_key(*values) for values in zip(*columns)]
 
 
 def file_name(uri: str | None) -> str:

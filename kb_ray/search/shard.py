@@ -1,6 +1,6 @@
 """``SearchShard``: one loaded shard (hydration rows, FAISS index, BM25 index) and its masks;
 ``gather_ranked`` merges per-shard results, equal scores ordered by the location-independent
-``tie_keys`` (kb_ray.index.channels.tie_key) and then by chunk id."""
+``tie_keys`` (kb_ray.index.channels.tie_keys) and then by chunk id."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kb_ray.index.channels import tie_key
+from kb_ray.index.channels import tie_keys
 from kb_ray.index.dense import FaissShard
 from kb_ray.index.lexical import lexical_index_class
 from kb_ray.index.manifest import ShardInfo
@@ -33,8 +33,7 @@ class SearchShard:
         self.dense_index = dense
         self.lexical_index = lexical
         self.chunk_ids: list[str] = hydration.column("chunk_id").to_pylist()
-        self.tie_keys: list[str] = [tie_key(h, t) for h, t in zip(hydration.column("heading_path").to_pylist(),
-                                                                   hydration.column("text").to_pylist())]
+        self.tie_keys: list[str] = tie_keys(hydration)
         self._metadata: dict[str, list[Any]] = {}
         self._gate: tuple[int, np.ndarray] | None = None
 
