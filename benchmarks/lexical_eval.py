@@ -7,8 +7,9 @@ Every variant is a list of ``--set`` overrides (``VARIANTS`` below): index setti
 it its own generation (built once, then reused: same spec = same generation id), search
 settings only change the searcher. Each runs the golden-style eval
 (kb_ray.eval.run_eval, k=20) in the named modes and prints recall@1/@5, MRR and nDCG@10.
-``--split`` keeps the queries whose id ends with ``-dev`` / ``-test`` or whose ``split``
-field (dropped before validation) names it. Nothing is tuned here: it measures.
+``--split dev --split-file queries.split.json`` keeps the queries whose ids the split
+file lists under ``dev`` (a JSON object: split name → ids). Nothing is tuned here: it
+measures; choose on the dev split, report the test split.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kb_ray.config import load_config  # noqa: E402
-from kb_ray.eval.dataset import EvalQuery  # noqa: E402
+from kb_ray.eval.dataset import EvalQuery  # noqa: E402,F401
 
 OLD = ["index.lexical=bm25s", "search.fusion=rrf"]
 NEW = ["index.lexical=bm25"]
@@ -51,16 +52,16 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def load_queries(path: Path, split: str | None) -> list[EvalQuery]:
-    queries = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        data = json.loads(line)
-        query_split = data.pop("split", None)
-        if split is None or query_split == split or (query_split is None and data["id"].endswith(f"-{split}")):
-            queries.append(EvalQuery.model_validate(data))
-    return queries
+def load_queries(path: Path, split: str | None, split_file: Path | None) -> list[EvalQuery]:
+    from kb_ray.eval import load_dataset
+
+    queries = load_dataset(path)
+    if split is None:
+        return queries
+    if split_file is None:
+        raise SystemExit("--split needs --split-file")
+    ids = set(json.loads(split_file.read_text(encoding="utf-8"))[split])
+    return [q for q in queries if q.id in ids]
 
 
 def measure(kb: str, overrides: list[str], queries: list[EvalQuery], modes: tuple[str, ...], embedder) -> dict:
@@ -83,6 +84,7 @@ def main() -> int:
     parser.add_argument("--kb", required=True)
     parser.add_argument("--dataset", type=Path, default=REPO / "golden" / "queries.jsonl")
     parser.add_argument("--split", default=None)
+    parser.add_argument("--split-file", type=Path, default=None)
     parser.add_argument("--variants", nargs="*", default=None, help="names from VARIANTS (default: all)")
     parser.add_argument("--set", action="append", default=[], help="an extra variant: NAME=override;override")
     parser.add_argument("--modes", default="lexical,hybrid")
@@ -94,7 +96,7 @@ def main() -> int:
     for extra in args.set:
         name, _, overrides = extra.partition("=")
         variants[name] = [o for o in overrides.split(";") if o]
-    queries, modes, embedder = load_queries(args.dataset, args.split), tuple(args.modes.split(",")), TextEmbedder()
+    queries, modes, embedder = load_queries(args.dataset, args.split, args.split_file), tuple(args.modes.split(",")), TextEmbedder()
     print(f"{len(queries)} queries ({args.split or 'all'}) from {args.dataset}")
     results = {}
     for name, overrides in variants.items():

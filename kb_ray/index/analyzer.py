@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from functools import lru_cache
 
 import bm25s.stopwords
 
@@ -34,7 +35,6 @@ class TextAnalyzer:
     def __init__(self, *, stem: bool = True, identifiers: bool = True) -> None:
         self.stem = stem
         self.identifiers = identifiers
-        self._stem_word = _stem if stem else None
 
     def spec(self) -> dict:
         return {"version": ANALYZER_VERSION, "stem": self.stem, "identifiers": self.identifiers,
@@ -43,11 +43,7 @@ class TextAnalyzer:
     def terms(self, text: str) -> list[str]:
         out: list[str] = []
         for match in COMPOUND.finditer(text or ""):
-            token = match.group(0)
-            parts = self._words(token)
-            out.extend(parts)
-            if self.identifiers and _is_compound(token):
-                out.append(token.lower())
+            out.extend(_token_terms(match.group(0), self.stem, self.identifiers))
         return out
 
     def exact_terms(self, text: str) -> list[str]:
@@ -55,17 +51,23 @@ class TextAnalyzer:
         return [token.lower() for token in (m.group(0) for m in COMPOUND.finditer(text or ""))
                 if _is_compound(token) or any(c.isdigit() for c in token)]
 
-    def _words(self, token: str) -> list[str]:
-        words = []
-        for part in _PARTS.findall(token):
-            pieces = _CAMEL.findall(part) if self.identifiers and _is_camel(part) else [part]
-            if self.identifiers and len(pieces) > 1:
-                pieces = [part] + pieces  # keep "getScores" whole as well as "get", "scores"
-            for piece in pieces:
-                piece = piece.lower()
-                if len(piece) > 1 and piece not in STOPWORDS_EN:
-                    words.append(self._stem_word(piece) if self._stem_word else piece)
-        return words
+
+
+@lru_cache(maxsize=500_000)
+def _token_terms(token: str, stem: bool, identifiers: bool) -> tuple[str, ...]:
+    """The terms of one compound token (cached: a corpus repeats its tokens Zipf-wise)."""
+    words = []
+    for part in _PARTS.findall(token):
+        pieces = _CAMEL.findall(part) if identifiers and _is_camel(part) else [part]
+        if identifiers and len(pieces) > 1:
+            pieces = [part] + pieces  # keep "getScores" whole as well as "get", "scores"
+        for piece in pieces:
+            piece = piece.lower()
+            if len(piece) > 1 and piece not in STOPWORDS_EN:
+                words.append(_stem(piece) if stem else piece)
+    if identifiers and _is_compound(token):
+        words.append(token.lower())
+    return tuple(words)
 
 
 def _is_camel(part: str) -> bool:

@@ -50,20 +50,21 @@ class Bm25Matrix:
 
     @classmethod
     def build(cls, rows: list[list[str]], statistics: CorpusStatistics, *, k1: float = K1, b: float = B) -> Bm25Matrix:
-        postings: dict[str, list[tuple[int, float]]] = {}
-        average = statistics.average_length or 1.0
-        for row, terms in enumerate(rows):
-            norm = k1 * (1 - b + b * len(terms) / average)
-            for term, tf in Counter(terms).items():
-                postings.setdefault(term, []).append((row, tf * (k1 + 1) / (tf + norm)))
-        vocabulary = sorted(postings)
+        ids: dict[str, int] = {}
+        term_ids = np.fromiter((ids.setdefault(t, len(ids)) for terms in rows for t in terms), np.int64)
+        lengths = np.fromiter(map(len, rows), np.int64, count=len(rows))
+        row_ids = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+        vocabulary = np.array(sorted(ids), dtype=object)
+        rank = np.empty(len(ids), np.int64)
+        rank[[ids[t] for t in vocabulary.tolist()]] = np.arange(len(ids))  # first-seen id -> sorted position
+        pairs, tf = np.unique(rank[term_ids] * max(len(rows), 1) + row_ids, return_counts=True)
+        terms_of, rows_of = np.divmod(pairs, max(len(rows), 1))
+        norm = k1 * (1 - b + b * lengths[rows_of] / (statistics.average_length or 1.0))
+        idf = np.array([statistics.idf(t) for t in vocabulary.tolist()], np.float64)
+        weights = idf[terms_of] * tf * (k1 + 1) / (tf + norm)
         indptr = np.zeros(len(vocabulary) + 1, np.int64)
-        indptr[1:] = np.cumsum([len(postings[t]) for t in vocabulary])
-        flat = [p for t in vocabulary for p in postings[t]]
-        idf = np.repeat([statistics.idf(t) for t in vocabulary], np.diff(indptr)) if flat else np.empty(0)
-        rows_out = np.array([r for r, _ in flat], np.int32)
-        weights = (np.array([w for _, w in flat], np.float64) * idf).astype(np.float32)
-        return cls(np.array(vocabulary, dtype=object), indptr, rows_out, weights, len(rows))
+        np.cumsum(np.bincount(terms_of, minlength=len(vocabulary)), out=indptr[1:])
+        return cls(vocabulary, indptr, rows_of.astype(np.int32), weights.astype(np.float32), len(rows))
 
     def scores(self, terms: list[str]) -> np.ndarray:
         """BM25 of every row for these (distinct) query terms; 0 where none occurs."""
