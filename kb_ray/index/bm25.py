@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -76,11 +77,16 @@ class Bm25Matrix:
         weights = np.concatenate([self.weights[s] for s in slices])
         return np.bincount(rows, weights=weights, minlength=self.n_rows).astype(np.float32)
 
-    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}.terms": self.terms.astype(str), f"{prefix}.indptr": self.indptr,
-                f"{prefix}.rows": self.rows, f"{prefix}.weights": self.weights}
+    def save(self, folder: Path, prefix: str) -> None:
+        """Plain files (byte-identical for the same input): terms one per line, then .npy arrays."""
+        (folder / f"{prefix}.terms.txt").write_text("\n".join(self.terms.tolist()), encoding="utf-8")
+        for name in ("indptr", "rows", "weights"):
+            np.save(folder / f"{prefix}.{name}.npy", getattr(self, name), allow_pickle=False)
 
     @classmethod
-    def from_arrays(cls, arrays, prefix: str, n_rows: int) -> Bm25Matrix:
-        return cls(arrays[f"{prefix}.terms"].astype(object), arrays[f"{prefix}.indptr"], arrays[f"{prefix}.rows"],
-                   arrays[f"{prefix}.weights"], n_rows)
+    def load(cls, folder: Path, prefix: str, n_rows: int) -> Bm25Matrix:
+        text = (folder / f"{prefix}.terms.txt").read_text(encoding="utf-8")
+        terms = np.array(text.split("\n") if text else [], dtype=object)
+        indptr, rows, weights = (np.load(folder / f"{prefix}.{name}.npy", allow_pickle=False)
+                                 for name in ("indptr", "rows", "weights"))
+        return cls(terms, indptr, rows, weights, n_rows)

@@ -30,7 +30,7 @@ from kb_ray.index.bm25 import Bm25Matrix, CorpusStatistics
 
 CHANNELS = ("body", "heading", "path", "exact")
 DEFAULT_WEIGHTS = {"body": 1.0, "heading": 0.0, "path": 0.0, "exact": 0.0}
-_ARRAYS, _META = "bm25.npz", "bm25.json"
+_TIE_ORDER, _META = "tie_order.npy", "bm25.json"
 
 Rows = tuple[np.ndarray, np.ndarray]
 
@@ -89,10 +89,9 @@ class ChannelBm25Index:
     def save(self, path: str | Path) -> None:
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        arrays = {"tie_order": self.tie_order}
+        np.save(folder / _TIE_ORDER, self.tie_order, allow_pickle=False)
         for name, matrix in self.matrices.items():
-            arrays.update(matrix.arrays(name))
-        np.savez(folder / _ARRAYS, **arrays)
+            matrix.save(folder, name)
         (folder / _META).write_text(json.dumps({"rows": len(self.tie_order), "channels": list(self.matrices),
                                                 "analyzer": self.analyzer.spec()}, sort_keys=True))
 
@@ -100,9 +99,8 @@ class ChannelBm25Index:
     def load(cls, path: str | Path) -> ChannelBm25Index:
         folder = Path(path)
         meta = json.loads((folder / _META).read_text())
-        with np.load(folder / _ARRAYS, allow_pickle=False) as arrays:
-            matrices = {name: Bm25Matrix.from_arrays(arrays, name, meta["rows"]) for name in meta["channels"]}
-            tie_order = arrays["tie_order"]
+        matrices = {name: Bm25Matrix.load(folder, name, meta["rows"]) for name in meta["channels"]}
+        tie_order = np.load(folder / _TIE_ORDER, allow_pickle=False)
         spec = meta["analyzer"]
         return cls(matrices, tie_order, TextAnalyzer(stem=spec["stem"], identifiers=spec["identifiers"]))
 

@@ -134,3 +134,21 @@ def test_a_row_scores_the_same_in_a_split_matrix_with_shared_statistics():
     assert np.array_equal(whole, split) and whole[3] == 0 and whole[0] > whole[1] > 0
     assert json.dumps(stats.document_frequency, sort_keys=True) == json.dumps(
         {"config": 1, "log": 1, "nginx": 2, "pump": 1, "restart": 1, "seal": 1, "service": 2}, sort_keys=True)
+
+
+def test_a_rebuilt_bm25_index_has_byte_identical_files(tmp_path):
+    from kb_ray.index.analyzer import TextAnalyzer
+    from kb_ray.index.channels import ChannelBm25Index, channel_statistics, lexical_channels
+
+    table = pa.table({"text": SENTENCES, "heading_path": [["H"]] * len(SENTENCES), "title": ["T"] * len(SENTENCES),
+                      "uri": ["file:///x/a.md"] * len(SENTENCES)})
+    files = []
+    for n in range(2):
+        channels = lexical_channels(table, TextAnalyzer())
+        index = ChannelBm25Index.build(channels, channel_statistics(channels), tie_keys=[str(i) for i in range(8)],
+                                       analyzer=TextAnalyzer())
+        index.save(tmp_path / str(n))
+        files.append({p.name: p.read_bytes() for p in sorted((tmp_path / str(n)).iterdir())})
+    assert files[0] == files[1] and "body.terms.txt" in files[0]
+    loaded = ChannelBm25Index.load(tmp_path / "0")
+    assert np.array_equal(loaded.scores("restart the service"), index.scores("restart the service"))
