@@ -36,20 +36,31 @@ def channels(body=1.0, heading=0.0, path=0.0, exact=0.0) -> list[str]:
     return [f"search.lexical_channels={json.dumps({'body': body, 'heading': heading, 'path': path, 'exact': exact})}"]
 
 
-VARIANTS: dict[str, list[str]] = {
-    "bm25s (before)": OLD,
-    "tantivy en_stem": ["index.lexical=tantivy"],
-    "bm25 global, no stem, no identifiers, heading in body": NEW + [
-        "index.lexical_stem=false", "index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
-    "bm25 global + stem, heading in body": NEW + ["index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
-    "bm25 global + stem + identifiers, heading in body": NEW + ["index.lexical_heading_in_body=true"],
-    "bm25 body only": NEW + channels(),
-    "bm25 body + heading 0.5": NEW + channels(heading=0.5),
-    "bm25 body + heading 1": NEW + channels(heading=1.0),
-    "bm25 body + heading 0.5 + path 0.5": NEW + channels(heading=0.5, path=0.5),
-    "bm25 body + heading 0.5 + exact 0.5": NEW + channels(heading=0.5, exact=0.5),
-    "bm25 body + heading 0.5 + path 0.5 + exact 0.5": NEW + channels(heading=0.5, path=0.5, exact=0.5),
+def fusion(method: str, dense: float = 1.0, lexical: float = 1.0, channel_weights: list[str] | None = None,
+           rrf_k: int = 60) -> list[str]:
+    return NEW + (channel_weights or []) + [f"search.fusion={method}", f"search.rrf_k={rrf_k}",
+                                            f"search.weights={json.dumps({'dense': dense, 'lexical': lexical})}"]
+
+
+GROUPS: dict[str, dict[str, list[str]]] = {
+    "analyzer": {  # lexical mode; the heading path pasted into the body as before, to isolate the analyzer
+        "bm25s per shard (before)": OLD,
+        "tantivy en_stem per shard": ["index.lexical=tantivy"],
+        "bm25 global stats, plain tokens": NEW + [
+            "index.lexical_stem=false", "index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
+        "bm25 global + stem": NEW + ["index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
+        "bm25 global + identifiers": NEW + ["index.lexical_stem=false", "index.lexical_heading_in_body=true"],
+        "bm25 global + stem + identifiers": NEW + ["index.lexical_heading_in_body=true"],
+    },
+    "channels": {  # stem + identifiers; body is the chunk text alone unless said
+        "body only": NEW + channels(),
+        **{f"body + heading {h}": NEW + channels(heading=h) for h in (0.1, 0.25, 0.5, 1.0)},
+        **{f"body + path {p}": NEW + channels(path=p) for p in (0.1, 0.25, 0.5)},
+        **{f"body + exact {e}": NEW + channels(exact=e) for e in (0.25, 0.5, 1.0)},
+        "heading in body + exact 0.5": NEW + ["index.lexical_heading_in_body=true"] + channels(exact=0.5),
+    },
 }
+VARIANTS: dict[str, list[str]] = {name: o for group in GROUPS.values() for name, o in group.items()}
 
 
 def load_queries(path: Path, split: str | None, split_file: Path | None) -> list[EvalQuery]:
@@ -85,6 +96,7 @@ def main() -> int:
     parser.add_argument("--dataset", type=Path, default=REPO / "golden" / "queries.jsonl")
     parser.add_argument("--split", default=None)
     parser.add_argument("--split-file", type=Path, default=None)
+    parser.add_argument("--group", choices=sorted(GROUPS), default=None, help="one group of VARIANTS")
     parser.add_argument("--variants", nargs="*", default=None, help="names from VARIANTS (default: all)")
     parser.add_argument("--set", action="append", default=[], help="an extra variant: NAME=override;override")
     parser.add_argument("--modes", default="lexical,hybrid")
@@ -92,7 +104,8 @@ def main() -> int:
     args = parser.parse_args()
     from kb_ray.embedding.text import TextEmbedder
 
-    variants = {name: VARIANTS[name] for name in (args.variants or VARIANTS)}
+    pool = GROUPS[args.group] if args.group else VARIANTS
+    variants = {name: VARIANTS[name] for name in (args.variants if args.variants is not None else pool)}
     for extra in args.set:
         name, _, overrides = extra.partition("=")
         variants[name] = [o for o in overrides.split(";") if o]
