@@ -30,6 +30,7 @@ from kb_ray.eval.dataset import EvalQuery  # noqa: E402,F401
 
 OLD = ["index.lexical=bm25s", "search.fusion=rrf"]
 NEW = ["index.lexical=bm25"]
+PLAIN = ["index.lexical_stem=false", "index.lexical_identifiers=false"]
 
 
 def channels(body=1.0, heading=0.0, path=0.0, exact=0.0) -> list[str]:
@@ -52,13 +53,28 @@ GROUPS: dict[str, dict[str, list[str]]] = {
         "bm25 global + identifiers": NEW + ["index.lexical_stem=false", "index.lexical_heading_in_body=true"],
         "bm25 global + stem + identifiers": NEW + ["index.lexical_heading_in_body=true"],
     },
-    "channels": {  # stem + identifiers; body is the chunk text alone unless said
-        "body only": NEW + channels(),
-        **{f"body + heading {h}": NEW + channels(heading=h) for h in (0.1, 0.25, 0.5, 1.0)},
-        **{f"body + path {p}": NEW + channels(path=p) for p in (0.1, 0.25, 0.5)},
-        **{f"body + exact {e}": NEW + channels(exact=e) for e in (0.25, 0.5, 1.0)},
-        "heading in body + exact 0.5": NEW + ["index.lexical_heading_in_body=true"] + channels(exact=0.5),
+    "channels": {  # the analyzer chosen on dev (plain tokens); body is the chunk text alone unless said
+        "plain, heading in body": NEW + PLAIN + ["index.lexical_heading_in_body=true"],
+        "plain, body only": NEW + PLAIN + channels(),
+        **{f"plain, body + heading {h}": NEW + PLAIN + channels(heading=h) for h in (0.1, 0.25, 0.5, 1.0)},
+        **{f"plain, body + path {p}": NEW + PLAIN + channels(path=p) for p in (0.1, 0.25, 0.5)},
+        **{f"plain, body + exact {e}": NEW + PLAIN + channels(exact=e) for e in (0.25, 0.5, 1.0)},
+        "plain, heading in body + exact 0.5": NEW + PLAIN + ["index.lexical_heading_in_body=true"] + channels(exact=0.5),
+        "plain, heading in body + path 0.5": NEW + PLAIN + ["index.lexical_heading_in_body=true"] + channels(path=0.5),
+        "plain, heading in body + path 0.5 + exact 0.5": NEW + PLAIN + ["index.lexical_heading_in_body=true"]
+        + channels(path=0.5, exact=0.5),
+        "plain, heading in body + path 1.0": NEW + PLAIN + ["index.lexical_heading_in_body=true"] + channels(path=1.0),
+        "stem+identifiers, body + heading 0.25 + exact 0.5": NEW + channels(heading=0.25, exact=0.5),
     },
+}
+CHOSEN = channels(path=0.5)  # the defaults picked on the dev split, spelled out
+GROUPS["fusion"] = {  # hybrid mode on the chosen lexical index
+    "rrf k=60 (before)": fusion("rrf") + CHOSEN,
+    "rrf k=20": fusion("rrf", rrf_k=20) + CHOSEN,
+    **{f"minmax dense {d} / lexical {round(1 - d, 2)}": fusion("minmax", d, round(1 - d, 2)) + CHOSEN
+       for d in (0.3, 0.5, 0.7)},
+    **{f"zscore dense {d} / lexical {round(1 - d, 2)}": fusion("zscore", d, round(1 - d, 2)) + CHOSEN
+       for d in (0.3, 0.5, 0.7)},
 }
 VARIANTS: dict[str, list[str]] = {name: o for group in GROUPS.values() for name, o in group.items()}
 

@@ -158,9 +158,11 @@ class IndexSettings(_Settings):
     # bm25: kb-ray's channel BM25 with generation-wide statistics (kb_ray/index/channels.py);
     # bm25s, tantivy: baselines over "heading path + text" with per-shard statistics
     lexical: Literal["bm25", "bm25s", "tantivy"] = "bm25"
-    lexical_stem: bool = True  # Snowball English stemming (PyStemmer) in the bm25 analyzer
-    lexical_identifiers: bool = True  # keep os.path.join, snake_case, --options, v2.1.3 whole besides their parts
-    lexical_heading_in_body: bool = False  # also paste the heading path into the body channel (the old layout)
+    # analyzer and layout of the bm25 index; defaults chosen on the realdocs dev split
+    # (benchmarks/results/eval.md "Lexical / fusion changes"): stemming and whole identifiers lost there
+    lexical_stem: bool = False  # Snowball English stemming (PyStemmer)
+    lexical_identifiers: bool = False  # also keep os.path.join, snake_case, --options, v2.1.3 whole
+    lexical_heading_in_body: bool = True  # the heading path is part of the body channel (beat a heading channel)
     switch_after_build: bool = True
     filterable_metadata: list[str] = Field(default_factory=list)  # metadata_json keys usable in filters
 
@@ -173,8 +175,9 @@ class SearchSettings(_Settings):
     # rrf: reciprocal rank fusion; minmax / zscore: weighted sum of normalized scores (kb_ray/search/fusion.py)
     fusion: Literal["rrf", "minmax", "zscore"] = "rrf"
     weights: dict[str, float] = Field(default_factory=dict)  # retriever -> fusion weight (default 1)
-    # weight of each channel of the bm25 index (body, heading, path, exact); missing: 0 (body: 1)
-    lexical_channels: dict[str, float] = Field(default_factory=lambda: {"body": 1.0, "heading": 0.0, "path": 0.0,
+    # weight of each channel of the bm25 index (body, heading, path, exact); missing: 0 (body: 1);
+    # chosen on the realdocs dev split (benchmarks/results/eval.md)
+    lexical_channels: dict[str, float] = Field(default_factory=lambda: {"body": 1.0, "heading": 0.0, "path": 0.5,
                                                                          "exact": 0.0})
     rerank_model_path: str | None = None  # a saved cross-encoder; None: no reranking
     rerank_candidates: int = 30
