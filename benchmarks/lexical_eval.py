@@ -30,7 +30,8 @@ from kb_ray.eval.dataset import EvalQuery  # noqa: E402,F401
 
 OLD = ["index.lexical=bm25s", "search.fusion=rrf"]
 NEW = ["index.lexical=bm25"]
-PLAIN = ["index.lexical_stem=false", "index.lexical_identifiers=false"]
+BODY_ONLY = ['search.lexical_channels={"body": 1.0, "heading": 0.0, "path": 0.0, "exact": 0.0}']
+PLAIN = ["index.lexical_stem=false", "index.lexical_identifiers=false", "index.lexical_heading_in_body=false"]
 
 
 def channels(body=1.0, heading=0.0, path=0.0, exact=0.0) -> list[str]:
@@ -47,14 +48,17 @@ GROUPS: dict[str, dict[str, list[str]]] = {
     "analyzer": {  # lexical mode; the heading path pasted into the body as before, to isolate the analyzer
         "bm25s per shard (before)": OLD,
         "tantivy en_stem per shard": ["index.lexical=tantivy"],
-        "bm25 global stats, plain tokens": NEW + [
+        "bm25 global stats, plain tokens": NEW + BODY_ONLY + [
             "index.lexical_stem=false", "index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
-        "bm25 global + stem": NEW + ["index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
-        "bm25 global + identifiers": NEW + ["index.lexical_stem=false", "index.lexical_heading_in_body=true"],
-        "bm25 global + stem + identifiers": NEW + ["index.lexical_heading_in_body=true"],
+        "bm25 global + stem": NEW + BODY_ONLY + [
+            "index.lexical_stem=true", "index.lexical_identifiers=false", "index.lexical_heading_in_body=true"],
+        "bm25 global + identifiers": NEW + BODY_ONLY + [
+            "index.lexical_stem=false", "index.lexical_identifiers=true", "index.lexical_heading_in_body=true"],
+        "bm25 global + stem + identifiers": NEW + BODY_ONLY + [
+            "index.lexical_stem=true", "index.lexical_identifiers=true", "index.lexical_heading_in_body=true"],
     },
     "channels": {  # the analyzer chosen on dev (plain tokens); body is the chunk text alone unless said
-        "plain, heading in body": NEW + PLAIN + ["index.lexical_heading_in_body=true"],
+        "plain, heading in body": NEW + PLAIN + ["index.lexical_heading_in_body=true"] + channels(),
         "plain, body only": NEW + PLAIN + channels(),
         **{f"plain, body + heading {h}": NEW + PLAIN + channels(heading=h) for h in (0.1, 0.25, 0.5, 1.0)},
         **{f"plain, body + path {p}": NEW + PLAIN + channels(path=p) for p in (0.1, 0.25, 0.5)},
@@ -64,7 +68,9 @@ GROUPS: dict[str, dict[str, list[str]]] = {
         "plain, heading in body + path 0.5 + exact 0.5": NEW + PLAIN + ["index.lexical_heading_in_body=true"]
         + channels(path=0.5, exact=0.5),
         "plain, heading in body + path 1.0": NEW + PLAIN + ["index.lexical_heading_in_body=true"] + channels(path=1.0),
-        "stem+identifiers, body + heading 0.25 + exact 0.5": NEW + channels(heading=0.25, exact=0.5),
+        "stem+identifiers, body + heading 0.25 + exact 0.5": NEW + [
+            "index.lexical_stem=true", "index.lexical_identifiers=true", "index.lexical_heading_in_body=false"]
+        + channels(heading=0.25, exact=0.5),
     },
 }
 CHOSEN = channels(path=0.5)  # the defaults picked on the dev split, spelled out

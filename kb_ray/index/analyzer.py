@@ -11,7 +11,9 @@ optionally led by ``\\``, ``-`` or ``--``: ``os.path.join``, ``--long-option``,
 
 ``terms(text)`` returns both (the body channel); ``exact_terms(text)`` only the compounds
 and the numbers (the exact channel: identifiers and figures that stemming and splitting
-would blur).
+would blur). Both switches are off by default (``index.lexical_stem``,
+``index.lexical_identifiers``): on the realdocs dev split they lowered MRR
+(benchmarks/results/eval.md "Lexical / fusion changes").
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ ANALYZER_VERSION = 1
 class TextAnalyzer:
     """Terms of a text; ``stem`` (Snowball English) and ``identifiers`` (keep compounds)."""
 
-    def __init__(self, *, stem: bool = True, identifiers: bool = True) -> None:
+    def __init__(self, *, stem: bool = False, identifiers: bool = False) -> None:
         self.stem = stem
         self.identifiers = identifiers
 

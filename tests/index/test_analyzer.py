@@ -6,7 +6,7 @@ import pytest
 
 from kb_ray.index.analyzer import TextAnalyzer
 
-ANALYZER = TextAnalyzer()
+ANALYZER = TextAnalyzer(stem=True, identifiers=True)
 
 
 @pytest.mark.parametrize("text, whole, parts", [
@@ -43,6 +43,7 @@ def test_query_and_document_meet_on_the_same_terms():
 
 
 def test_switches_turn_stemming_and_identifiers_off():
-    plain = TextAnalyzer(stem=False, identifiers=False)
+    plain = TextAnalyzer()  # the default: plain lowercased parts, stopwords dropped
     assert plain.terms("running os.path.join getScores") == ["running", "os", "path", "join", "getscores"]
+    assert plain.exact_terms("os.path.join 8.4") == ["os.path.join", "8.4"]
     assert plain.spec()["stem"] is False and ANALYZER.spec()["identifiers"] is True
