@@ -74,9 +74,13 @@ GROUPS: dict[str, dict[str, list[str]]] = {
     },
 }
 CHOSEN = channels(path=0.5)  # the defaults picked on the dev split, spelled out
+GROUPS["channels"]["stem+identifiers, heading in body + path 0.5"] = NEW + [
+    "index.lexical_stem=true", "index.lexical_identifiers=true", "index.lexical_heading_in_body=true"] + CHOSEN
 GROUPS["fusion"] = {  # hybrid mode on the chosen lexical index
     "rrf k=60 (before)": fusion("rrf") + CHOSEN,
     "rrf k=20": fusion("rrf", rrf_k=20) + CHOSEN,
+    "rrf k=60, dense 0.5 / lexical 1": fusion("rrf", 0.5, 1.0) + CHOSEN,
+    "rrf k=60, dense 0.75 / lexical 1": fusion("rrf", 0.75, 1.0) + CHOSEN,
     **{f"minmax dense {d} / lexical {round(1 - d, 2)}": fusion("minmax", d, round(1 - d, 2)) + CHOSEN
        for d in (0.3, 0.5, 0.7)},
     **{f"zscore dense {d} / lexical {round(1 - d, 2)}": fusion("zscore", d, round(1 - d, 2)) + CHOSEN
