@@ -2,7 +2,8 @@
 
 Per query: validate → compile filters and the hydration gate into one row mask per shard
 → dense (FAISS) and lexical (BM25) top-n per shard with that mask applied before top-k →
-gather across shards → RRF → optional cross-encoder rerank → hydrate ``k`` hits. Because
+gather across shards → fusion (``search.fusion``: RRF or a convex combination of normalized
+scores, kb_ray.search.fusion) → optional cross-encoder rerank → hydrate ``k`` hits. Because
 the gate (documents' current active versions, re-read every ``gate_max_age_s`` seconds)
 is part of the mask, tombstoned or superseded chunks never take a slot, and a query
 returns exactly ``k`` hits whenever at least ``k`` allowed chunks match.
@@ -25,12 +26,12 @@ from kb_ray.index.generations import GenerationError, load_manifest, local_gener
 from kb_ray.index.manifest import GenerationManifest
 from kb_ray.search.errors import SearchRequestError
 from kb_ray.search.filters import parse_filters
-from kb_ray.search.fusion import rrf
+from kb_ray.search.fusion import fuse
 from kb_ray.search.gate import ActivePointers
-from kb_ray.search.hits import Candidate, gather, hydrate
+from kb_ray.search.hits import Candidate, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import CrossEncoderReranker, Reranker
-from kb_ray.search.shard import SearchShard
+from kb_ray.search.shard import SearchShard, gather_ranked
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ class HybridSearcher:
         if mode in PAGE_MODES:
             ranked["page"] = self._page_retrieve(loaded, query, n=n, mask=page_mask, given=query_multivector)
             timer.lap("page")
-        candidates = self._fuse(ranked)
+        candidates = self._fuse(ranked, loaded)
         timer.lap("fuse")
         if do_rerank:
             candidates = self._rerank(query, candidates, loaded)
@@ -210,11 +211,12 @@ class HybridSearcher:
             vector = self._query_vector(query, query_vector, loaded.manifest)
             timer.lap("embed")
             per_shard = [(s, s.dense(vector, n, m)) for s, m in zip(loaded.shards, masks)]
-            ranked["dense"] = gather(per_shard, n)
+            ranked["dense"] = gather_ranked(per_shard, n)
             timer.lap("dense")
         if mode in LEXICAL_MODES:
-            per_shard = [(s, s.lexical(query, n, m)) for s, m in zip(loaded.shards, masks)]
-            ranked["lexical"] = gather(per_shard, n)
+            channels = self.config.search.lexical_channels
+            per_shard = [(s, s.lexical(query, n, m, channels)) for s, m in zip(loaded.shards, masks)]
+            ranked["lexical"] = gather_ranked(per_shard, n)
             timer.lap("lexical")
         return ranked
 
@@ -262,10 +264,12 @@ class HybridSearcher:
                                           normalize=e.normalize, num_threads=self.config.search.query_threads)
         return self._embedder
 
-    def _fuse(self, ranked: dict[str, list]) -> list[Candidate]:
+    def _fuse(self, ranked: dict[str, list], loaded: _Loaded) -> list[Candidate]:
         where = {cid: (shard, row) for items in ranked.values() for cid, _, shard, row in items}
-        fused = rrf({name: [item[0] for item in items] for name, items in ranked.items()},
-                    k=self.config.search.rrf_k, weights=self.config.search.weights)
+        tie_keys = {cid: loaded.shards[shard].tie_keys[row] for cid, (shard, row) in where.items() if shard != PAGE_SHARD}
+        settings = self.config.search
+        fused = fuse({name: [item[:2] for item in items] for name, items in ranked.items()}, method=settings.fusion,
+                     rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys)
         positions = {name: {item[0]: (rank, item[1]) for rank, item in enumerate(items, 1)}
                      for name, items in ranked.items()}
         candidates = []
