@@ -6,7 +6,8 @@ resolve the same way): fixed windows of :data:`WINDOW_CHARS` characters overlapp
 ``bm25s`` with its default tokenization and English stopwords; the packaged MiniLM
 embedder with exact cosine similarity; reciprocal rank fusion (k = 60) for hybrid. No
 headings, no structure, no filters, no reranking. A window is relevant to a query when
-it overlaps a gold quote span (the same rule as for kb-ray chunks, ``resolve.overlaps``).
+it overlaps a gold quote span (the same rule as for kb-ray chunks); because windows overlap
+each other, windows that cover the same gold spans count as one (:func:`label_by_gold`).
 
 Hits have the shape the eval's outcome code reads from kb-ray hits (``chunk_id``,
 ``version_id``, ``spans``, ``pages``, ``score``, ``scores``; ``quote`` is None, so no
@@ -110,6 +111,11 @@ class NaiveRetriever:
         return {w.window_id for g in gold for w in self.windows
                 if w.version_id == g.version_id and w.start < g.end and g.start < w.end}
 
+    def qrels(self, gold: list) -> set[str]:
+        """The relevant units of one query (see :func:`gold_units`)."""
+        versions = {g.version_id for g in gold}
+        return gold_units(gold, [w for w in self.windows if w.version_id in versions])
+
     def search(self, query: str, *, k: int, mode: str) -> list[dict]:
         if mode not in NAIVE_MODES:
             raise NaiveRetrieverError(f"unknown naive mode {mode!r}; use {', '.join(NAIVE_MODES)}")
@@ -144,6 +150,35 @@ class NaiveRetriever:
         return {"chunk_id": w.window_id, "version_id": w.version_id, "spans": [(w.start, w.end)],
                 "pages": [w.page] if w.page is not None else [], "score": float(score), "quote": None,
                 "scores": {name: (float(s[row]) if row in s else None) for name, s in scores.items()}}
+
+
+def gold_units(gold: list, windows: list[Window]) -> set[str]:
+    """The qrels of one query for the naive reference: one unit per distinct set of gold spans
+    that some window overlaps (``gold:0``, ``gold:0,1``, ...)."""
+    return {label for w in windows if (label := _gold_label(w.version_id, w.start, w.end, gold))}
+
+
+def label_by_gold(hits: list[dict], gold: list) -> list[dict]:
+    """Hits with ``chunk_id`` replaced by the set of gold spans they overlap (``gold:<i,j>``);
+    a later hit with a label already ranked becomes ``dup:<window>`` (not relevant).
+
+    Windows overlap, so a quote inside the 100-character overlap lies in two windows: counting
+    both as relevant would cap recall@1 at 0.5 for that query. Windows that cover the same gold
+    spans are one unit, as a kb-ray chunk that holds the quote is."""
+    seen: set[str] = set()
+    out = []
+    for hit in hits:
+        start, end = hit["spans"][0]
+        label = _gold_label(hit["version_id"], start, end, gold)
+        chunk_id = hit["chunk_id"] if not label else (f"dup:{hit['chunk_id']}" if label in seen else label)
+        seen.add(label)
+        out.append({**hit, "chunk_id": chunk_id})
+    return out
+
+
+def _gold_label(version_id: str, start: int, end: int, gold: list) -> str:
+    touched = [str(i) for i, g in enumerate(gold) if g.version_id == version_id and start < g.end and g.start < end]
+    return "gold:" + ",".join(touched) if touched else ""
 
 
 def rrf_fuse(*rankings: list[int], k: int = RRF_K) -> list[tuple[int, float]]:

@@ -153,7 +153,8 @@ def _naive_table(compared: dict[str, Any]) -> list[str]:
              ("**LOSES: " + ", ".join(v["loses"]) + "**") if v["loses"] else "no"] for name, v in compared.items()]
     note = ("Naive reference (kb_ray/eval/naive.py): 800-character windows, 100 overlap, per page (per "
             "document without pages), bm25s default tokens + English stopwords, MiniLM exact cosine, RRF k=60; "
-            "a window is relevant when it overlaps a gold span. A kb-ray mode below naive on "
+            "a window is relevant when it overlaps a gold span, windows covering the same gold spans count once. "
+            "A kb-ray mode below naive on "
             f"{' or '.join(LOSS_MEASURES)} is marked.")
     return ["### kb-ray vs the naive reference", "", note, ""] + _table(header, rows) + [""]
 

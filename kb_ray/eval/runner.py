@@ -9,7 +9,7 @@ from typing import Any
 
 from kb_ray.config import KbConfig
 from kb_ray.eval.dataset import EvalQuery
-from kb_ray.eval.naive import NaiveRetriever
+from kb_ray.eval.naive import NaiveRetriever, label_by_gold
 from kb_ray.eval.metrics import RANKING_MEASURES, quote_matches, ranking_metrics, span_scores, token_offsets
 from kb_ray.eval.resolve import (
     CanonicalTexts, GoldSpan, QuoteResolutionError, Resolution, chunk_spans, relevant_chunks, resolve_queries,
@@ -121,8 +121,8 @@ def _run_mode(searcher: Any, mode: str, queries: list[EvalQuery], labels: _Label
         return ModeResult(mode=mode, available=False, note=reason)
     base, rerank = ("hybrid", True) if mode == "hybrid+rerank" else (mode, False)
 
-    def search(text: str) -> tuple[list[dict], float]:
-        result = searcher.search(text, k=k, mode=base, rerank=rerank)
+    def search(query: EvalQuery) -> tuple[list[dict], float]:
+        result = searcher.search(query.query, k=k, mode=base, rerank=rerank)
         return result.hits, result.timing_ms.get("total", 0.0)
 
     return _score_mode(mode, search, queries, labels, texts)
@@ -143,13 +143,14 @@ def _run_naive(searcher: Any, modes: tuple[str, ...], queries: list[EvalQuery], 
     # the searcher's own query embedder: the naive windows are embedded with the same model
     naive = NaiveRetriever.from_catalog(searcher.catalog, searcher._get_embedder())
     logger.info("eval: naive reference built in %.1f s", time.perf_counter() - started)
-    naive_labels = _Labels(gold=labels.gold, qrels={qid: naive.relevant(g) for qid, g in labels.gold.items()})
+    naive_labels = _Labels(gold=labels.gold, qrels={qid: naive.qrels(g) for qid, g in labels.gold.items()})
 
     def searcher_for(mode: str):
-        def search(text: str) -> tuple[list[dict], float]:
+        def search(query: EvalQuery) -> tuple[list[dict], float]:
             t0 = time.perf_counter()
-            hits = naive.search(text, k=k, mode=mode)
-            return hits, (time.perf_counter() - t0) * 1000.0
+            hits = naive.search(query.query, k=k, mode=mode)
+            elapsed = (time.perf_counter() - t0) * 1000.0
+            return label_by_gold(hits, labels.gold.get(query.id, [])), elapsed
         return search
 
     return [_score_mode(mode, searcher_for(mode), queries, naive_labels, texts) for mode in naive_modes]
@@ -158,7 +159,7 @@ def _run_naive(searcher: Any, modes: tuple[str, ...], queries: list[EvalQuery], 
 def _score_mode(mode: str, search, queries: list[EvalQuery], labels: _Labels, texts: CanonicalTexts) -> ModeResult:
     outcomes = []
     for n, query in enumerate(queries, 1):
-        hits, latency = search(query.query)
+        hits, latency = search(query)
         outcomes.append(_outcome(query, hits, labels, texts, latency=latency))
         if n % 25 == 0:
             logger.info("eval %s: %d/%d queries", mode, n, len(queries))

@@ -8,7 +8,8 @@ import pytest
 from kb_ray.embedding.text import TextEmbedder
 from kb_ray.embedding.tiny import build_tiny_text_model
 from kb_ray.eval.naive import (
-    NaiveRetriever, NaiveRetrieverError, Window, make_windows, page_ranges, rrf_fuse, window_bounds,
+    NaiveRetriever, NaiveRetrieverError, Window, gold_units, label_by_gold, make_windows, page_ranges, rrf_fuse,
+    window_bounds,
 )
 from kb_ray.eval.report import compare_to_naive, render_markdown
 from kb_ray.eval.resolve import GoldSpan
@@ -116,3 +117,15 @@ def test_run_eval_runs_and_reports_the_naive_reference(eval_summary_with_naive):
     assert 0.0 < naive["metrics"]["recall@10"] <= 1.0
     assert summary["vs_naive"]["lexical"]["naive"] == "naive-lexical"
     assert "kb-ray vs the naive reference" in render_markdown(summary)
+
+
+def test_windows_covering_the_same_quotes_count_once_and_a_second_one_is_a_duplicate():
+    gold = [GoldSpan("a.txt", "a", 720, 760, None, "exact"), GoldSpan("a.txt", "a", 1900, 1950, None, "exact")]
+    hits = [{"chunk_id": f"naive:a:{s}", "version_id": "a", "spans": [(s, e)]}
+            for s, e in [(700, 1500), (0, 800), (2100, 2900), (1400, 2200)]]
+    assert [h["chunk_id"] for h in label_by_gold(hits, gold)] == ["gold:0", "dup:naive:a:0", "naive:a:2100", "gold:1"]
+    windows = make_windows("a", "x" * 3000, [])
+    assert gold_units(gold, windows) == {"gold:0", "gold:1"}
+    both = [GoldSpan("a.txt", "a", 10, 20, None, "exact"), GoldSpan("a.txt", "a", 300, 330, None, "exact")]
+    assert gold_units(both, windows) == {"gold:0,1"}  # two quotes in one window: one unit, as in one chunk
+    assert gold_units([GoldSpan("a.txt", "b", 0, 5, None, "exact")], windows) == set()
