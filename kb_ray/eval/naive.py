@@ -16,8 +16,10 @@ citation check applies).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,7 +88,8 @@ def make_windows(version_id: str, text: str, elements: list[tuple[int, int, int 
 class NaiveRetriever:
     """Windows, a bm25s index and exact dense vectors over the given canonical texts."""
 
-    def __init__(self, windows: list[Window], texts: dict[str, str], embedder: Any) -> None:
+    def __init__(self, windows: list[Window], texts: dict[str, str], embedder: Any,
+                 *, cache_dir: str | Path | None = None) -> None:
         import bm25s
 
         if not windows:
@@ -96,15 +99,15 @@ class NaiveRetriever:
         bodies = [texts[w.version_id][w.start:w.end] for w in windows]
         self._bm25 = bm25s.BM25()
         self._bm25.index(bm25s.tokenize(bodies, stopwords="en", show_progress=False), show_progress=False)
-        self._vectors = _unit(embedder.embed_texts(bodies))
+        self._vectors = _unit(embed_cached(embedder, bodies, cache_dir=cache_dir))
         logger.info("naive reference: %d windows of %d chars (overlap %d)", len(windows), WINDOW_CHARS, OVERLAP_CHARS)
 
     @classmethod
-    def from_catalog(cls, catalog: Any, embedder: Any) -> NaiveRetriever:
+    def from_catalog(cls, catalog: Any, embedder: Any, *, cache_dir: str | Path | None = None) -> NaiveRetriever:
         texts = _active_texts(catalog)
         elements = _element_pages(catalog, sorted(texts))
         windows = [w for vid in sorted(texts) for w in make_windows(vid, texts[vid], elements.get(vid, []))]
-        return cls(windows, texts, embedder)
+        return cls(windows, texts, embedder, cache_dir=cache_dir)
 
     def relevant(self, gold: list) -> set[str]:
         """Ids of the windows that overlap a gold span (``GoldSpan``)."""
@@ -150,6 +153,31 @@ class NaiveRetriever:
         return {"chunk_id": w.window_id, "version_id": w.version_id, "spans": [(w.start, w.end)],
                 "pages": [w.page] if w.page is not None else [], "score": float(score), "quote": None,
                 "scores": {name: (float(s[row]) if row in s else None) for name, s in scores.items()}}
+
+
+def embed_cached(embedder: Any, bodies: list[str], *, cache_dir: str | Path | None) -> np.ndarray:
+    """``embedder.embed_texts(bodies)``, reusing vectors stored in ``cache_dir`` (one ``.npz``
+    per embedder fingerprint, keyed by each text's sha256) and adding the new ones to it."""
+    if cache_dir is None:
+        return embedder.embed_texts(bodies)
+    path = Path(cache_dir) / f"naive-{hashlib.sha256(embedder.fingerprint.encode()).hexdigest()[:16]}.npz"
+    cached = dict(zip(*_load_cache(path)))
+    keys = [hashlib.sha256(body.encode()).hexdigest() for body in bodies]
+    missing = sorted({k: b for k, b in zip(keys, bodies) if k not in cached}.items())
+    if missing:
+        vectors = embedder.embed_texts([body for _, body in missing])
+        cached.update({k: v for (k, _), v in zip(missing, vectors)})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, keys=np.array(list(cached)), vectors=np.stack(list(cached.values())))
+    logger.info("naive reference: %d of %d window vectors from the cache %s", len(bodies) - len(missing), len(bodies), path)
+    return np.stack([cached[k] for k in keys])
+
+
+def _load_cache(path: Path) -> tuple[list[str], list[np.ndarray]]:
+    if not path.is_file():
+        return [], []
+    with np.load(path) as data:
+        return list(data["keys"]), list(data["vectors"])
 
 
 def gold_units(gold: list, windows: list[Window]) -> set[str]:

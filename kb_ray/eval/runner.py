@@ -67,7 +67,8 @@ class _Labels:
 
 
 def run_eval(config: KbConfig, queries: list[EvalQuery], *, modes: tuple[str, ...] = DEFAULT_MODES, k: int = 20,
-             searcher: Any = None, dataset: str = "", naive: bool = True, split: str = "all") -> EvalResult:
+             searcher: Any = None, dataset: str = "", naive: bool = True, split: str = "all",
+             naive_cache: str | None = None) -> EvalResult:
     """Evaluate ``queries`` in each mode; quotes that do not resolve raise before any search.
 
     With ``naive``, the naive reference (:mod:`kb_ray.eval.naive`) runs after the kb-ray
@@ -84,7 +85,8 @@ def run_eval(config: KbConfig, queries: list[EvalQuery], *, modes: tuple[str, ..
     labels = _labels(searcher, resolution)
     results = [_run_mode(searcher, mode, queries, labels, texts, k=k) for mode in modes]
     if naive:  # only next to kb-ray modes that ran
-        results += _run_naive(searcher, tuple(r.mode for r in results if r.available), queries, labels, texts, k=k)
+        results += _run_naive(searcher, tuple(r.mode for r in results if r.available), queries, labels, texts, k=k,
+                              cache_dir=naive_cache)
     uncovered = [q.id for q in queries if q.answerable and not labels.qrels.get(q.id)]
     return EvalResult(dataset=dataset, k=k, generation=searcher.generation, modes=results,
                       quotes={**_quote_summary(resolution), "no_chunk_covers": uncovered}, split=split)
@@ -135,13 +137,13 @@ def naive_modes_for(modes: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _run_naive(searcher: Any, modes: tuple[str, ...], queries: list[EvalQuery], labels: _Labels,
-               texts: CanonicalTexts, *, k: int) -> list[ModeResult]:
+               texts: CanonicalTexts, *, k: int, cache_dir: str | None = None) -> list[ModeResult]:
     naive_modes = naive_modes_for(modes)
     if not naive_modes:
         return []
     started = time.perf_counter()
     # the searcher's own query embedder: the naive windows are embedded with the same model
-    naive = NaiveRetriever.from_catalog(searcher.catalog, searcher._get_embedder())
+    naive = NaiveRetriever.from_catalog(searcher.catalog, searcher._get_embedder(), cache_dir=cache_dir)
     logger.info("eval: naive reference built in %.1f s", time.perf_counter() - started)
     naive_labels = _Labels(gold=labels.gold, qrels={qid: naive.qrels(g) for qid, g in labels.gold.items()})
 

@@ -8,7 +8,7 @@ import pytest
 from kb_ray.embedding.text import TextEmbedder
 from kb_ray.embedding.tiny import build_tiny_text_model
 from kb_ray.eval.naive import (
-    NaiveRetriever, NaiveRetrieverError, Window, gold_units, label_by_gold, make_windows, page_ranges, rrf_fuse,
+    NaiveRetriever, NaiveRetrieverError, Window, embed_cached, gold_units, label_by_gold, make_windows, page_ranges, rrf_fuse,
     window_bounds,
 )
 from kb_ray.eval.report import compare_to_naive, render_markdown
@@ -129,3 +129,16 @@ def test_windows_covering_the_same_quotes_count_once_and_a_second_one_is_a_dupli
     both = [GoldSpan("a.txt", "a", 10, 20, None, "exact"), GoldSpan("a.txt", "a", 300, 330, None, "exact")]
     assert gold_units(both, windows) == {"gold:0,1"}  # two quotes in one window: one unit, as in one chunk
     assert gold_units([GoldSpan("a.txt", "b", 0, 5, None, "exact")], windows) == set()
+
+
+def test_window_vectors_are_cached_by_text_and_reused(tiny_embedder, tmp_path):
+    import numpy as np
+
+    first = ["pump seal kit", "dog and cat", "pump seal kit"]
+    vectors = embed_cached(tiny_embedder, first, cache_dir=tmp_path)
+    np.testing.assert_allclose(vectors, tiny_embedder.embed_texts(first), rtol=1e-5, atol=1e-6)
+    (cache,) = tmp_path.glob("naive-*.npz")
+    assert len(np.load(cache)["keys"]) == 2  # one vector per distinct text
+    again = embed_cached(tiny_embedder, ["dog and cat", "water filter"], cache_dir=tmp_path)
+    assert len(np.load(cache)["keys"]) == 3
+    np.testing.assert_allclose(again[0], vectors[1], rtol=1e-6)
