@@ -16,13 +16,35 @@ from kb_ray.eval.runner import SPAN_K, EvalResult, ModeResult, QueryOutcome
 RANKING = ("recall@1", "recall@5", "recall@10", "recall@20", "mrr", "ndcg@10")
 SPANS = ("span_precision", "span_recall", "span_iou")
 KIND_COLUMNS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
+COMPARE = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
+LOSS_MEASURES = ("recall@1", "mrr")  # a kb-ray mode below naive on either is flagged
 SIGNALS = ("score", "dense", "lexical")  # returned score of hit 1; best raw dense / lexical score in the hits
 
 
 def summarize(result: EvalResult) -> dict[str, Any]:
     """The JSON report: dataset, labels, and per mode the averages, per-kind table and misses."""
-    return {"dataset": result.dataset, "k": result.k, "generation": result.generation, "span_k": SPAN_K,
-            "quotes": result.quotes, "modes": {m.mode: summarize_mode(m) for m in result.modes}}
+    modes = {m.mode: summarize_mode(m) for m in result.modes}
+    return {"dataset": result.dataset, "split": result.split, "k": result.k, "generation": result.generation,
+            "span_k": SPAN_K, "quotes": result.quotes, "modes": modes, "vs_naive": compare_to_naive(modes)}
+
+
+def compare_to_naive(modes: dict[str, Any]) -> dict[str, Any]:
+    """Each kb-ray mode next to the naive reference of its base mode (``hybrid+rerank`` → naive-hybrid);
+    ``loses`` names the measures of :data:`LOSS_MEASURES` where kb-ray is below naive."""
+    out = {}
+    for name, mode in modes.items():
+        naive = modes.get("naive-" + ("hybrid" if name == "hybrid+rerank" else name))
+        if name.startswith("naive-") or not naive or not mode["available"] or not naive["available"]:
+            continue
+        ours, theirs = mode["metrics"], naive["metrics"]
+        out[name] = {"naive": "naive-" + ("hybrid" if name == "hybrid+rerank" else name),
+                     **{c: {"kb_ray": ours[c], "naive": theirs[c]} for c in COMPARE},
+                     "loses": [c for c in LOSS_MEASURES if _below(ours[c], theirs[c])]}
+    return out
+
+
+def _below(ours: float | None, theirs: float | None) -> bool:
+    return ours is not None and theirs is not None and ours < theirs
 
 
 def summarize_mode(mode: ModeResult) -> dict[str, Any]:
@@ -88,9 +110,11 @@ def _rounded(values: dict[str, Any]) -> dict[str, Any]:
 
 def render_markdown(summary: dict[str, Any]) -> str:
     modes = summary["modes"]
-    lines = [f"Dataset `{summary['dataset']}`, generation `{summary['generation']}`, k = {summary['k']}, "
+    split = f", split `{summary['split']}`" if summary.get("split", "all") != "all" else ""
+    lines = [f"Dataset `{summary['dataset']}`{split}, generation `{summary['generation']}`, k = {summary['k']}, "
              f"span metrics over the top {summary['span_k']} hits. {_quote_line(summary['quotes'])}", ""]
-    lines += _retrieval_table(modes) + [""] + _citation_table(modes) + [""] + _score_table(modes)
+    lines += _retrieval_table(modes) + [""] + _naive_table(summary.get("vs_naive") or {})
+    lines += _citation_table(modes) + [""] + _score_table(modes)
     for name, mode in modes.items():
         if mode["available"]:
             lines += ["", f"### {name}: by query kind", ""] + _kind_table(mode) + _miss_lines(mode)
@@ -119,6 +143,20 @@ def _retrieval_table(modes: dict[str, Any]) -> list[str]:
     rows = [[name, m["answerable"], *(m["metrics"][c] for c in RANKING + SPANS)] if m["available"]
             else [name, m["note"], *([None] * (len(header) - 2))] for name, m in modes.items()]
     return ["### Retrieval (answerable queries)", ""] + _table(header, rows)
+
+
+def _naive_table(compared: dict[str, Any]) -> list[str]:
+    if not compared:
+        return []
+    header = ["kb-ray mode", "naive", *(f"{c} kb-ray / naive" for c in COMPARE), "loses to naive"]
+    rows = [[name, v["naive"], *(f"{_cell(v[c]['kb_ray'])} / {_cell(v[c]['naive'])}" for c in COMPARE),
+             ("**LOSES: " + ", ".join(v["loses"]) + "**") if v["loses"] else "no"] for name, v in compared.items()]
+    note = ("Naive reference (kb_ray/eval/naive.py): 800-character windows, 100 overlap, per page (per "
+            "document without pages), bm25s default tokens + English stopwords, MiniLM exact cosine, RRF k=60; "
+            "a window is relevant when it overlaps a gold span, windows covering the same gold spans count once. "
+            "A kb-ray mode below naive on "
+            f"{' or '.join(LOSS_MEASURES)} is marked.")
+    return ["### kb-ray vs the naive reference", "", note, ""] + _table(header, rows) + [""]
 
 
 def _citation_table(modes: dict[str, Any]) -> list[str]:
