@@ -8,7 +8,7 @@ from typing import Any
 
 from kb_ray.config import KbConfig
 from kb_ray.eval.dataset import EvalQuery
-from kb_ray.eval.metrics import RANKING_MEASURES, quote_matches, ranking_metrics, span_scores, token_offsets
+from kb_ray.eval.metrics import RANKING_MEASURES, evidence_scores, quote_matches, ranking_metrics, span_scores, token_offsets
 from kb_ray.eval.resolve import (
     CanonicalTexts, GoldSpan, QuoteResolutionError, Resolution, chunk_spans, relevant_chunks, resolve_queries,
 )
@@ -35,6 +35,8 @@ class QueryOutcome:
     quotes_checked: int = 0
     quotes_bad: int = 0
     latency_ms: float = 0.0
+    confidence: float | None = None  # best hit confidence (kb_ray/search/confidence.py)
+    abstain: bool | None = None  # the searcher's abstain flag
 
 
 @dataclass
@@ -115,6 +117,7 @@ def _run_mode(searcher: Any, mode: str, queries: list[EvalQuery], labels: _Label
     for n, query in enumerate(queries, 1):
         result = searcher.search(query.query, k=k, mode=base, rerank=rerank)
         outcomes.append(_outcome(query, result.hits, labels, texts, latency=result.timing_ms.get("total", 0.0)))
+        outcomes[-1].abstain = getattr(result, "abstain", None)
         if n % 25 == 0:
             logger.info("eval %s: %d/%d queries", mode, n, len(queries))
     _add_ranking_metrics(outcomes, labels.qrels)
@@ -132,9 +135,12 @@ def _outcome(query: EvalQuery, hits: list[dict], labels: _Labels, texts: Canonic
     if hits:
         outcome.top_scores = _top_scores(hits)
         outcome.top_relevant = hits[0]["chunk_id"] in relevant if query.answerable else None
+        confidences = [h["confidence"] for h in hits if h.get("confidence") is not None]
+        outcome.confidence = max(confidences) if confidences else None
     gold = labels.gold.get(query.id, [])
     if query.answerable:
         outcome.metrics.update(_span_metrics(hits[:SPAN_K], gold, texts))
+        outcome.metrics.update(evidence_scores(hits, [(g.version_id, g.start, g.end, g.page) for g in gold], relevant))
         outcome.page_ok = _page_ok(hits, gold)
     return outcome
 
