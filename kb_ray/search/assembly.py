@@ -31,6 +31,10 @@ class HitAssembler:
         self.settings = settings
         self._embedder = embedder  # called lazily: only "hybrid" evidence embeds passages
         self.model = ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH)
+        fitted = (self.model.info or {}).get("evidence")
+        if fitted and fitted != settings.evidence:
+            logger.warning("the confidence model was fitted with search.evidence=%s but it is %s: confidences and "
+                           "abstain are not calibrated (refit: python -m kb_ray.eval.calibrate)", fitted, settings.evidence)
         default = self.model.abstain_below
         self.abstain_below = settings.abstain_below if settings.abstain_below is not None else default
 
