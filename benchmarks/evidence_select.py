@@ -5,7 +5,7 @@
 For every answerable query, the first relevant chunk among the top ``--k`` hybrid hits is
 given to each scorer in turn (same chunk, same query vector), and the chosen passage is
 judged against the gold spans: overlap, containment, page (gold page known), length.
-Scorers: ``lexical`` (query-word coverage), ``dense`` (passage cosine), ``hybrid`` (both),
+Scorers: ``lexical`` (query-word coverage), ``dense`` (passage cosine), ``hybrid`` (both), ``hybrid_lex2`` (coverage weighted 2),
 each with the window margin of kb_ray/search/evidence.py, plus ``whole`` (the chunk: the
 baseline a hit's quote gives today). Only the dev split should drive a choice.
 """
@@ -59,6 +59,7 @@ def main() -> int:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--margins", default="0,0.03,0.08")
+    parser.add_argument("--show-misses", default=None, metavar="SCORER@MARGIN")
     args = parser.parse_args()
     config = load_config(args.config, overrides=[*args.overrides, "search.evidence=off"])
     searcher = HybridSearcher.open(config)
@@ -92,12 +93,17 @@ def main() -> int:
                 found = choose(query.query, chunk, passages, cosines, weights, margin)
                 if name == "lexical":
                     seconds["lexical"] += time.perf_counter() - started
-                results.setdefault(f"{name}@{margin}", []).append(judge(found["spans"], found["pages"], mine))
+                verdict = judge(found["spans"], found["pages"], mine)
+                results.setdefault(f"{name}@{margin}", []).append(verdict)
+                if args.show_misses == f"{name}@{margin}" and not verdict["overlap"]:
+                    gold_text = " | ".join(g.quote for g in query.relevant)
+                    print(f"MISS {query.id}: {query.query}\n  gold: {gold_text}\n  got:  {found['quote'][:200]}")
     summary = {name: {key: round(statistics.mean(r[key] for r in rows if key in r), 3)
                       for key in ("overlap", "contains", "page", "chars") if any(key in r for r in rows)}
                | {"queries": len(rows)} for name, rows in results.items()}
-    print(json.dumps({"dataset": args.dataset, "k": args.k, "scorers": summary,
-                      "seconds": {k: round(v, 2) for k, v in seconds.items()}}, indent=1))
+    print(json.dumps({"dataset": args.dataset, "k": args.k, "seconds": {k: round(v, 2) for k, v in seconds.items()}}))
+    for name, row in summary.items():
+        print(f"{name:20s} " + "  ".join(f"{key} {value}" for key, value in row.items()))
     return 0
 
 

@@ -45,7 +45,7 @@ class HitAssembler:
         quotable = [i for i, chunk in enumerate(chunks) if chunk is not None and hits[i].get("quote") is not None]
         for hit in hits:
             hit["evidence"] = None
-        if mode == "off" or not quotable:
+        if mode == "none" or not quotable:
             return
         embed = self._embedder().embed_texts if mode == "hybrid" and query_vector is not None else None
         found = select_evidence(query, [chunks[i] for i in quotable], query_vector=query_vector, embed=embed)
