@@ -185,6 +185,12 @@ class SearchSettings(_Settings):
     rerank_candidates: int = 30
     faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes
     query_threads: int | None = 1  # torch threads of the query embedder (one short text: 1 is fastest)
+    # evidence passage per hit (kb_ray/search/evidence.py): "lexical" scores query-word coverage,
+    # "hybrid" adds the text embedder's cosine of each candidate passage (one batch per query)
+    evidence: Literal["none", "lexical", "hybrid"] = "hybrid"
+    confidence_model_path: str | None = None  # None: the packaged kb_ray/search/confidence_model.json
+    abstain_below: float | None = None  # None: the threshold stored with the confidence model
+    max_context_chars: int = 8000  # upper bound of a request's context_chars
 
 
 class ServeSettings(_Settings):

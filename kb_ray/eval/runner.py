@@ -9,8 +9,15 @@ from typing import Any
 
 from kb_ray.config import KbConfig
 from kb_ray.eval.dataset import EvalQuery
+from kb_ray.eval.metrics import (
+    RANKING_MEASURES,
+    evidence_scores,
+    quote_matches,
+    ranking_metrics,
+    span_scores,
+    token_offsets,
+)
 from kb_ray.eval.naive import NaiveRetriever, label_by_gold
-from kb_ray.eval.metrics import RANKING_MEASURES, quote_matches, ranking_metrics, span_scores, token_offsets
 from kb_ray.eval.resolve import (
     CanonicalTexts, GoldSpan, QuoteResolutionError, Resolution, chunk_spans, relevant_chunks, resolve_queries,
 )
@@ -37,6 +44,8 @@ class QueryOutcome:
     quotes_checked: int = 0
     quotes_bad: int = 0
     latency_ms: float = 0.0
+    confidence: float | None = None  # best hit confidence (kb_ray/search/confidence.py)
+    abstain: bool | None = None  # the searcher's abstain flag
 
 
 @dataclass
@@ -123,9 +132,9 @@ def _run_mode(searcher: Any, mode: str, queries: list[EvalQuery], labels: _Label
         return ModeResult(mode=mode, available=False, note=reason)
     base, rerank = ("hybrid", True) if mode == "hybrid+rerank" else (mode, False)
 
-    def search(query: EvalQuery) -> tuple[list[dict], float]:
+    def search(query: EvalQuery) -> tuple[list[dict], float, bool | None]:
         result = searcher.search(query.query, k=k, mode=base, rerank=rerank)
-        return result.hits, result.timing_ms.get("total", 0.0)
+        return result.hits, result.timing_ms.get("total", 0.0), getattr(result, "abstain", None)
 
     return _score_mode(mode, search, queries, labels, texts)
 
@@ -148,11 +157,11 @@ def _run_naive(searcher: Any, modes: tuple[str, ...], queries: list[EvalQuery], 
     naive_labels = _Labels(gold=labels.gold, qrels={qid: naive.qrels(g) for qid, g in labels.gold.items()})
 
     def searcher_for(mode: str):
-        def search(query: EvalQuery) -> tuple[list[dict], float]:
+        def search(query: EvalQuery) -> tuple[list[dict], float, None]:
             t0 = time.perf_counter()
             hits = naive.search(query.query, k=k, mode=mode)
             elapsed = (time.perf_counter() - t0) * 1000.0
-            return label_by_gold(hits, labels.gold.get(query.id, [])), elapsed
+            return label_by_gold(hits, labels.gold.get(query.id, [])), elapsed, None
         return search
 
     return [_score_mode(mode, searcher_for(mode), queries, naive_labels, texts) for mode in naive_modes]
@@ -161,8 +170,9 @@ def _run_naive(searcher: Any, modes: tuple[str, ...], queries: list[EvalQuery], 
 def _score_mode(mode: str, search, queries: list[EvalQuery], labels: _Labels, texts: CanonicalTexts) -> ModeResult:
     outcomes = []
     for n, query in enumerate(queries, 1):
-        hits, latency = search(query)
+        hits, latency, abstain = search(query)
         outcomes.append(_outcome(query, hits, labels, texts, latency=latency))
+        outcomes[-1].abstain = abstain
         if n % 25 == 0:
             logger.info("eval %s: %d/%d queries", mode, n, len(queries))
     _add_ranking_metrics(outcomes, labels.qrels)
@@ -180,9 +190,12 @@ def _outcome(query: EvalQuery, hits: list[dict], labels: _Labels, texts: Canonic
     if hits:
         outcome.top_scores = _top_scores(hits)
         outcome.top_relevant = hits[0]["chunk_id"] in relevant if query.answerable else None
+        confidences = [h["confidence"] for h in hits if h.get("confidence") is not None]
+        outcome.confidence = max(confidences) if confidences else None
     gold = labels.gold.get(query.id, [])
     if query.answerable:
         outcome.metrics.update(_span_metrics(hits[:SPAN_K], gold, texts))
+        outcome.metrics.update(evidence_scores(hits, [(g.version_id, g.start, g.end, g.page) for g in gold], relevant))
         outcome.page_ok = _page_ok(hits, gold)
     return outcome
 

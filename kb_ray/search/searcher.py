@@ -28,7 +28,8 @@ from kb_ray.search.errors import SearchRequestError
 from kb_ray.search.filters import parse_filters
 from kb_ray.search.fusion import fuse
 from kb_ray.search.gate import ActivePointers
-from kb_ray.search.hits import Candidate, hydrate
+from kb_ray.search.assembly import HitAssembler, dense_floor
+from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import CrossEncoderReranker, Reranker
 from kb_ray.search.shard import SearchShard, gather_ranked
@@ -49,10 +50,11 @@ class SearchResult:
     k: int
     reranked: bool
     timing_ms: dict[str, float] = field(default_factory=dict)
+    abstain: bool | None = None  # best hit confidence < search.abstain_below (None: no threshold known)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": self.hits, "generation": self.generation, "mode": self.mode, "k": self.k,
-                "reranked": self.reranked, "timing_ms": self.timing_ms}
+                "reranked": self.reranked, "abstain": self.abstain, "timing_ms": self.timing_ms}
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class _Loaded:
     manifest: GenerationManifest
     shards: list[SearchShard]
     pages: PageIndex | None = None
+    locator: ChunkLocator | None = None
 
 
 class _Timer:
@@ -93,6 +96,7 @@ class HybridSearcher:
         self.reranker = reranker
         self._embedder = embedder
         self._lock = threading.Lock()
+        self.assembler = HitAssembler(config.search, embedder=self._get_embedder)
         self._loaded = self._load(generation_id or self._current())
 
     @classmethod
@@ -143,21 +147,26 @@ class HybridSearcher:
         pages = PageIndex.load(folder, manifest.pages) if manifest.pages else None
         logger.info("loaded generation %s (%d chunks, %d shards, %d pages)", generation_id, manifest.rows,
                     len(shards), manifest.pages["rows"] if manifest.pages else 0)
-        return _Loaded(manifest, shards, pages)
+        return _Loaded(manifest, shards, pages, ChunkLocator(shards))
 
     # -- searching ---------------------------------------------------------------------
 
     def search(self, query: str = "", *, k: int | None = None, mode: Mode = "hybrid",
                filters: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,
-               rerank: bool | None = None, query_multivector: np.ndarray | None = None) -> SearchResult:
-        """Top ``k`` hits with citations; ``rerank=None`` reranks when a reranker is set.
+               rerank: bool | None = None, query_multivector: np.ndarray | None = None,
+               context_chars: int = 0) -> SearchResult:
+        """Top ``k`` hits with citations, evidence and confidence; ``rerank=None`` reranks when a
+        reranker is set; ``context_chars`` > 0 adds neighbouring chunks as each hit's ``context``.
 
         Page modes embed the query with the page embedder unless ``query_multivector`` is given."""
         loaded, timer = self._loaded, _Timer()
         k = self._validate(query, k=k, mode=mode, query_vector=query_vector, loaded=loaded,
                            query_multivector=query_multivector)
+        self._check_context(context_chars)
         masks, page_mask = self._masks(loaded, filters)
         timer.lap("filter")
+        if mode in DENSE_MODES:  # embedded once: retrieval and evidence scoring share it
+            query_vector = self._query_vector(query, query_vector, loaded.manifest)
         do_rerank = self.reranker is not None and rerank is not False
         if rerank and self.reranker is None:
             raise SearchRequestError("rerank was requested but no reranker is configured (search.rerank_model_path)")
@@ -173,8 +182,29 @@ class HybridSearcher:
             timer.lap("rerank")
         hits = [self._hydrate(c, loaded, query, do_rerank) for c in candidates[:k]]
         timer.lap("hydrate")
+        abstain = self._assemble(hits, candidates, loaded, query, query_vector, k=k, context_chars=context_chars)
+        timer.lap("evidence")
         return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
-                            reranked=do_rerank, timing_ms=timer.total())
+                            reranked=do_rerank, timing_ms=timer.total(), abstain=abstain)
+
+    # -- hit assembly: evidence, confidence, context (never reorders) ---------------------
+
+    def _assemble(self, hits: list[dict[str, Any]], candidates: list[Candidate], loaded: _Loaded, query: str,
+                  query_vector: np.ndarray | None, *, k: int, context_chars: int) -> bool | None:
+        chunks = [None if c.shard == PAGE_SHARD else chunk_text(c, loaded.shards[c.shard]) for c in candidates[:k]]
+        wants_vector = self.config.search.evidence == "hybrid" and any(c is not None for c in chunks)
+        if query_vector is None and wants_vector and query.strip():
+            query_vector = self._query_vector(query, None, loaded.manifest)
+        self.assembler.evidence(query, hits, chunks, query_vector)
+        abstain = self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates))
+        if context_chars:
+            self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
+        return abstain
+
+    def _check_context(self, context_chars: int) -> None:
+        limit = self.config.search.max_context_chars
+        if isinstance(context_chars, bool) or not isinstance(context_chars, int) or not 0 <= context_chars <= limit:
+            raise SearchRequestError(f"context_chars must be an integer between 0 and {limit}, got {context_chars!r}")
 
     def _validate(self, query: str, *, k: int | None, mode: str, query_vector: np.ndarray | None,
                   loaded: _Loaded, query_multivector: np.ndarray | None) -> int:
