@@ -193,13 +193,19 @@ class HybridSearcher:
                   query_vector: np.ndarray | None, *, k: int, context_chars: int) -> bool | None:
         chunks = [None if c.shard == PAGE_SHARD else chunk_text(c, loaded.shards[c.shard]) for c in candidates[:k]]
         wants_vector = self.config.search.evidence == "hybrid" and any(c is not None for c in chunks)
-        if query_vector is None and wants_vector and query.strip():
+        if wants_vector and not self._embedder_matches(loaded.manifest):
+            query_vector = None  # passages can only be scored against a query vector of the same model
+        elif query_vector is None and wants_vector and query.strip():
             query_vector = self._query_vector(query, None, loaded.manifest)
         self.assembler.evidence(query, hits, chunks, query_vector)
         abstain = self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates))
         if context_chars:
             self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
         return abstain
+
+    def _embedder_matches(self, manifest: GenerationManifest) -> bool:
+        """Whether the configured embedder made this generation's vectors (else evidence is lexical)."""
+        return self._get_embedder().fingerprint == manifest.embedder_fp
 
     def _check_context(self, context_chars: int) -> None:
         limit = self.config.search.max_context_chars
