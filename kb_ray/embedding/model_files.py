@@ -18,6 +18,7 @@ from kb_ray.errors import KbRayError
 from kb_ray.model_dirs import local_model_dir
 
 INSTALL_HINT = "pip install kb-ray[embed]"
+ONNX_INSTALL_HINT = "pip install kb-ray[embed,onnx] (GPU images: kb-ray[embed,gpu])"
 _SAMPLE_BYTES = 1 << 20  # bytes hashed at each end of a weights file
 _VOLATILE_KEYS = {"__version__", "transformers_version", "_name_or_path", "name_or_path"}
 _POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens",

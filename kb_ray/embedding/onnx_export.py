@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from kb_ray.embedding.model_files import INSTALL_HINT
+from kb_ray.embedding.model_files import ONNX_INSTALL_HINT
 from kb_ray.errors import KbRayError
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def _import_exporter() -> tuple[Any, Any, Any]:
         import torch
         from transformers import AutoModel, AutoTokenizer
     except ImportError as exc:
-        raise KbRayError(f"exporting the embedder to ONNX needs torch, transformers and onnx: {INSTALL_HINT}") from exc
+        raise KbRayError(f"exporting the embedder to ONNX needs torch, transformers and onnx: {ONNX_INSTALL_HINT}") from exc
     return torch, AutoModel, AutoTokenizer
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kb_ray.embedding.model_files import INSTALL_HINT, ModelLayout
+from kb_ray.embedding.model_files import INSTALL_HINT, ONNX_INSTALL_HINT, ModelLayout
 from kb_ray.embedding.onnx_export import exported_model
 from kb_ray.errors import KbRayError
 
@@ -139,6 +139,6 @@ def _import_onnxruntime() -> Any:
     try:
         import onnxruntime
     except ImportError as exc:
-        raise KbRayError(f"embedding.runtime onnx / onnx-int8 needs onnxruntime: {INSTALL_HINT} "
+        raise KbRayError(f"embedding.runtime onnx / onnx-int8 needs onnxruntime: {ONNX_INSTALL_HINT} "
                          "(or set embedding.runtime=torch)") from exc
     return onnxruntime

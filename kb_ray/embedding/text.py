@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 VECTOR_COLUMN = "vector"
 VECTOR_TYPE = pa.list_(pa.float32())
-__all__ = ["DEFAULT_MODEL_ID", "DEFAULT_TEXT_TEMPLATE", "VECTOR_COLUMN", "TextEmbedder", "default_model_path",
+__all__ = ["DEFAULT_MODEL_ID", "DEFAULT_TEXT_TEMPLATE", "VECTOR_COLUMN", "TextEmbedder", "default_model_path", "format_embed_text",
            "model_digest", "resolve_model_path", "vectors_to_arrow"]
 
 
@@ -138,8 +138,7 @@ class TextEmbedder:
 
     def format_embed_text(self, *, text: str, heading_path: Sequence[str]) -> str:
         """The text actually embedded for a chunk; its ``sha256_text`` is the cache key."""
-        headings = HEADING_SEPARATOR.join(h.strip() for h in heading_path if h and h.strip())
-        return nfc(self.text_template.format(heading_path=headings, text=text).strip())
+        return format_embed_text(text=text, heading_path=heading_path, template=self.text_template)
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (already formatted) into a float32 array ``[len(texts), dim]``."""
@@ -174,6 +173,12 @@ class TextEmbedder:
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Ray Data ``map_batches`` entry point (``batch_format="pyarrow"``)."""
         return self.embed_table(batch)
+
+
+def format_embed_text(*, text: str, heading_path: Sequence[str], template: str = DEFAULT_TEXT_TEMPLATE) -> str:
+    """``template`` filled with the headings (joined by ``" > "``) and ``text``, stripped, NFC."""
+    headings = HEADING_SEPARATOR.join(h.strip() for h in heading_path if h and h.strip())
+    return nfc(template.format(heading_path=headings, text=text).strip())
 
 
 def vectors_to_arrow(vectors: np.ndarray, valid: np.ndarray) -> pa.ListArray:
