@@ -1,6 +1,10 @@
 """Embedding stages: dense text vectors from local models (nothing is downloaded)."""
 
-from kb_ray.embedding.fingerprint import DEFAULT_TEXT_TEMPLATE, RUNTIMES, embedder_fingerprint
+from kb_ray.embedding.fingerprint import (
+    DEFAULT_TEXT_TEMPLATE,
+    RUNTIMES,
+    embedder_fingerprint,
+)
 from kb_ray.embedding.model_files import default_model_path, model_digest
 from kb_ray.embedding.text import DEFAULT_MODEL_ID, VECTOR_COLUMN, TextEmbedder
 

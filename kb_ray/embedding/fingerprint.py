@@ -29,7 +29,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb_ray.embedding.model_files import model_digest, read_model_layout, resolve_model_path
+from kb_ray.embedding.model_files import (
+    model_digest,
+    read_model_layout,
+    resolve_model_path,
+)
 from kb_ray.errors import KbRayError
 from kb_ray.ids import fingerprint as make_fingerprint
 

@@ -24,9 +24,10 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from kb_ray.embedding.model_files import ONNX_INSTALL_HINT
 from kb_ray.errors import KbRayError

@@ -31,7 +31,12 @@ from kb_ray.embedding.fingerprint import (
     check_runtime,
     text_embedder_fingerprint,
 )
-from kb_ray.embedding.model_files import default_model_path, model_digest, read_model_layout, resolve_model_path
+from kb_ray.embedding.model_files import (
+    default_model_path,
+    model_digest,
+    read_model_layout,
+    resolve_model_path,
+)
 from kb_ray.errors import KbRayError
 from kb_ray.ids import nfc
 
