@@ -8,23 +8,24 @@ vectors differ from the torch reference by more than :data:`VECTOR_TOLERANCE`.
 
 Measured against torch fp32 on real chunk texts (golden sources, docs, package
 descriptions, chunked by the structural chunker; ``benchmarks/embed.py``, figures in
-``benchmarks/results/embed.md``), as ``|cos(torch, other) - 1|`` per text:
+``benchmarks/results/embed.md``), as max over texts of ``|cos(torch, other) - 1|``:
 
-- torch fp32 itself with other batches (other padding): ~1e-7, the noise floor every
-  catalog already lives with;
-- ONNX Runtime fp32 (exported, BERT ops fused): ~1e-7 as well, and the golden eval ranks
-  identically (same Recall@5 and MRR to 4 digits) → same fingerprint;
-- ONNX Runtime dynamic int8 (per-channel weights): max ~2e-2, mean ~8e-3, and golden
-  dense Recall@5 drops by 0.022 → a fingerprint of its own;
-- torch fp16 (``model.half()``, the CUDA default): measured on CPU half kernels in the
-  results file; CUDA's fp16 GEMMs accumulate in fp32, typically ~1e-5 for MiniLM. It
-  shares the fingerprint; ``tests/embedding`` has a ``gpu`` test that checks the bound.
+- torch fp32 itself with other batches (other padding): 2.4e-7 (300 texts), the noise
+  floor every catalog already lives with;
+- ONNX Runtime fp32 (exported, BERT ops fused): 2.4e-7, the same floor, and the golden
+  eval ranks identically (same Recall@5 and MRR to 4 digits) → same fingerprint;
+- torch fp16 (``model.half()``, the CUDA default): 3.1e-4 on CPU half kernels (20 texts;
+  CUDA's fp16 GEMMs accumulate in fp32 and are expected to be closer; the ``gpu`` test in
+  ``tests/embedding`` checks the bound on a GPU) → same fingerprint;
+- ONNX Runtime dynamic int8 (per-channel weights): 1.6e-2 (mean 7e-3), and golden dense
+  Recall@5 drops by 0.022 → a fingerprint of its own.
 
-:data:`VECTOR_TOLERANCE` = 1e-4: three orders above the fp32 floor, room for fp16, and
-two orders below int8. Under it a query–chunk score moves by well under 0.01 and rankings
-do not measurably change; beyond it they do (int8), and mixing such vectors in one index
+:data:`VECTOR_TOLERANCE` = 1e-3 sits three times above fp16 and sixteen times below int8.
+Vectors under it are interchangeable for search (a GPU-ingested catalog is served by a CPU
+query embedder); beyond it rankings change (int8), and mixing such vectors in one index
 would silently degrade search, so they get another fingerprint (``check_embedder`` then
-refuses to mix them unless ``embedding.allow_model_switch``).
+refuses to mix them unless ``embedding.allow_model_switch``). The golden effect of fp16
+itself could not be measured here (no GPU).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ DEFAULT_TEXT_TEMPLATE = "{heading_path}\n{text}"
 HEADING_SEPARATOR = " > "
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 PRECISIONS = ("auto", "float32", "float16")
-VECTOR_TOLERANCE = 1e-4  # max |cos - 1| against torch fp32 for a runtime to share its fingerprint
+VECTOR_TOLERANCE = 1e-3  # max |cos - 1| against torch fp32 for a runtime to share its fingerprint
 # Runtimes (and precisions) whose vectors measured beyond VECTOR_TOLERANCE: their name goes
 # into the fingerprint. Every other combination keeps the torch fp32 fingerprint exactly.
 _DISTINCT_VECTORS = {"onnx-int8"}
