@@ -64,6 +64,11 @@ def onnx_embedder(cache_dir: Path) -> TextEmbedder:
     return TextEmbedder(runtime="onnx", num_threads=1, cache_dir=cache_dir)
 
 
+def fp32_exports(cache_dir: Path) -> list[Path]:
+    return [f for f in cache_dir.glob("*/model.onnx")
+            if json.loads((f.parent / "export.json").read_text())["runtime"] == "onnx"]
+
+
 def max_cosine_gap(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs((a * b).sum(axis=1) - 1.0).max())
 
@@ -108,7 +113,7 @@ def test_onnx_int8_is_close_but_has_its_own_fingerprint(cache_dir: Path, texts: 
 
 def test_second_construction_reuses_the_export(onnx_embedder: TextEmbedder, cache_dir: Path,
                                                caplog: pytest.LogCaptureFixture) -> None:
-    files = list(cache_dir.glob("*-onnx-*/model.onnx"))
+    files = fp32_exports(cache_dir)
     assert len(files) == 1
     before = files[0].stat().st_mtime_ns
     manifest = json.loads((files[0].parent / "export.json").read_text())
@@ -126,7 +131,7 @@ def test_onnx_on_another_model_exports_its_own_entry(tmp_path: Path, cache_dir: 
     reference = TextEmbedder(model_path=tiny_dir, model_id="kb-ray/tiny").embed_texts(texts)
     onnx = TextEmbedder(model_path=tiny_dir, model_id="kb-ray/tiny", runtime="onnx", cache_dir=cache_dir)
     assert max_cosine_gap(onnx.embed_texts(texts), reference) <= VECTOR_TOLERANCE
-    assert len(list(cache_dir.glob("*-onnx-*/model.onnx"))) >= 2  # keyed by the model digest
+    assert len(fp32_exports(cache_dir)) == 2  # keyed by the model digest
 
 
 def test_unknown_runtime_is_a_clear_error() -> None:
