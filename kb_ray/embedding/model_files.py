@@ -61,14 +61,26 @@ def read_model_layout(path: Path, *, max_seq_length: int | None = None) -> Model
         raise KbRayError(f"{path}: expected a Transformer then a Pooling module, found {list(types)}")
     config = _read_json(path / modules[0].get("path", "") / "config.json", default={})
     pooling = _read_json(path / modules[1]["path"] / "config.json", default={})
-    modes = tuple(mode for mode in _POOLING_MODES if pooling.get(f"pooling_mode_{mode}"))
-    dim = int(pooling.get("word_embedding_dimension", config.get("hidden_size", 0))) * max(len(modes), 1)
+    modes = _pooling_modes(pooling)
+    width = pooling.get("word_embedding_dimension") or pooling.get("embedding_dimension") or config.get("hidden_size", 0)
+    dim = int(width) * max(len(modes), 1)
     for module in modules[2:]:
         if str(module["type"]).endswith(".Dense"):
             dim = int(_read_json(path / module["path"] / "config.json", default={})["out_features"])
     return ModelLayout(module_types=types, hidden_size=int(config.get("hidden_size", 0)), pooling_modes=modes,
                        dim=dim, max_seq_length=max_seq_length or _saved_max_seq_length(path, modules[0], config),
                        has_normalize="Normalize" in types)
+
+
+def _pooling_modes(pooling: dict[str, Any]) -> tuple[str, ...]:
+    """Flags (``pooling_mode_mean_tokens: true``) or, from sentence-transformers 6, a name or list."""
+    named = pooling.get("pooling_mode")
+    if named:
+        names = [named] if isinstance(named, str) else list(named)
+        short = {"mean": "mean_tokens", "cls": "cls_token", "max": "max_tokens", "mean_sqrt_len": "mean_sqrt_len_tokens",
+                 "weightedmean": "weightedmean_tokens"}
+        return tuple(short.get(n, n) for n in names)
+    return tuple(mode for mode in _POOLING_MODES if pooling.get(f"pooling_mode_{mode}"))
 
 
 def _saved_max_seq_length(path: Path, transformer: dict[str, Any], config: dict[str, Any]) -> int:
