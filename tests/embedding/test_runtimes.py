@@ -21,7 +21,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from kb_ray.config import EmbeddingSettings  # noqa: E402
-from kb_ray.embedding import TextEmbedder, embedder_fingerprint  # noqa: E402
+from kb_ray.embedding import TextEmbedder, embedder_fingerprint, model_digest  # noqa: E402
 from kb_ray.embedding.fingerprint import VECTOR_TOLERANCE  # noqa: E402
 from kb_ray.embedding.tiny import build_tiny_text_model  # noqa: E402
 from kb_ray.errors import KbRayError  # noqa: E402
@@ -131,7 +131,8 @@ def test_onnx_on_another_model_exports_its_own_entry(tmp_path: Path, cache_dir: 
     reference = TextEmbedder(model_path=tiny_dir, model_id="kb-ray/tiny").embed_texts(texts)
     onnx = TextEmbedder(model_path=tiny_dir, model_id="kb-ray/tiny", runtime="onnx", cache_dir=cache_dir)
     assert max_cosine_gap(onnx.embed_texts(texts), reference) <= VECTOR_TOLERANCE
-    assert len(fp32_exports(cache_dir)) == 2  # keyed by the model digest
+    digests = [json.loads((f.parent / "export.json").read_text())["model_digest"] for f in fp32_exports(cache_dir)]
+    assert model_digest(Path(tiny_dir)) in digests  # an entry of its own, keyed by the model digest
 
 
 def test_unknown_runtime_is_a_clear_error() -> None:
