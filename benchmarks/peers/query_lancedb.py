@@ -38,9 +38,10 @@ class LockedEmbedder:
     the lock keeps the Hugging Face tokenizer from being entered by two threads at once."""
 
     def __init__(self) -> None:
+        from kb_ray.config import EmbeddingSettings
         from kb_ray.embedding.text import TextEmbedder
 
-        self._embedder = TextEmbedder(num_threads=1)
+        self._embedder = TextEmbedder.from_settings(EmbeddingSettings(), num_threads=1)
         self._lock = threading.Lock()
         self.fingerprint = self._embedder.fingerprint
 

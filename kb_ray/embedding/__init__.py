@@ -1,19 +1,20 @@
 """Embedding stages: dense text vectors from local models (nothing is downloaded)."""
 
-from kb_ray.embedding.text import (
-    DEFAULT_MODEL_ID,
+from kb_ray.embedding.fingerprint import (
     DEFAULT_TEXT_TEMPLATE,
-    VECTOR_COLUMN,
-    TextEmbedder,
-    default_model_path,
-    model_digest,
+    RUNTIMES,
+    embedder_fingerprint,
 )
+from kb_ray.embedding.model_files import default_model_path, model_digest
+from kb_ray.embedding.text import DEFAULT_MODEL_ID, VECTOR_COLUMN, TextEmbedder
 
 __all__ = [
     "DEFAULT_MODEL_ID",
     "DEFAULT_TEXT_TEMPLATE",
+    "RUNTIMES",
     "VECTOR_COLUMN",
     "TextEmbedder",
     "default_model_path",
+    "embedder_fingerprint",
     "model_digest",
 ]

@@ -125,11 +125,10 @@ def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, commit
 
 def check_embedder(catalog: DeltaCatalog, config: KbConfig) -> str:
     """Refuse to mix two embedders' vectors unless a model switch was asked for."""
-    from kb_ray.embedding.text import TextEmbedder
+    from kb_ray.embedding.fingerprint import embedder_fingerprint
 
     e = config.embedding
-    embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device="cpu", normalize=e.normalize)
-    fingerprint = embedder.fingerprint
+    fingerprint = embedder_fingerprint(e)  # from the model files and settings: nothing is loaded
     present = set(pc.unique(catalog.read("embeddings", columns=["embedder_fp"]).column("embedder_fp")).to_pylist())
     others = present - {fingerprint}
     if others and not e.allow_model_switch:

@@ -147,9 +147,7 @@ class EmbedWriteStage:
         from kb_ray.embedding.text import TextEmbedder
 
         self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
-        self.embedder = TextEmbedder(model_path=embedding.model_path, model_id=embedding.model_id,
-                                     device=embedding.device, batch_size=embedding.batch_size,
-                                     normalize=embedding.normalize, num_threads=embedding.num_threads)
+        self.embedder = TextEmbedder.from_settings(embedding)
         self.embedder_fp = self.embedder.fingerprint
 
     def __call__(self, batch: pa.Table) -> pa.Table:

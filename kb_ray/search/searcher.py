@@ -295,9 +295,8 @@ class HybridSearcher:
         if self._embedder is None:
             from kb_ray.embedding.text import TextEmbedder
 
-            e = self.config.embedding
-            self._embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=e.device,
-                                          normalize=e.normalize, num_threads=self.config.search.query_threads)
+            self._embedder = TextEmbedder.from_settings(self.config.embedding,
+                                                        num_threads=self.config.search.query_threads)
         return self._embedder
 
     def _fuse(self, ranked: dict[str, list], loaded: _Loaded) -> list[Candidate]:

@@ -36,10 +36,8 @@ class QueryEmbedder:
     def __init__(self, config: KbConfig) -> None:
         from kb_ray.embedding.text import TextEmbedder
 
-        e = config.embedding
-        self.embedder = TextEmbedder(model_path=e.model_path, model_id=e.model_id, device=config.serve.embedder_device,
-                                     normalize=e.normalize, num_threads=config.search.query_threads,
-                                     batch_size=e.batch_size)
+        self.embedder = TextEmbedder.from_settings(config.embedding, device=config.serve.embedder_device,
+                                                   num_threads=config.search.query_threads)
 
     def fingerprint(self) -> str:
         return self.embedder.fingerprint
