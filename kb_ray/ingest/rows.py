@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow as pa
 
 from kb_ray.catalog.contract import table_spec
+from kb_ray.ingest.record import VERSION_TABLES  # noqa: F401  (the payload tables, declared with the records)
 from kb_ray.model import DocumentVersion, Region
 
-VERSION_TABLES = ("versions", "elements", "pages", "chunks", "version_chunks")
 
 
 def _regions(regions: Any) -> list[dict[str, Any]]:
@@ -35,7 +35,7 @@ def version_row(version: DocumentVersion, *, fingerprints: dict[str, str], run_i
         "chunker_fp": fingerprints["chunker"], "mime": version.mime,
         "status": "failed" if version.status == "failed" else "committed",
         "canonical_text": version.canonical_text, "title": version.title, "n_pages": len(version.pages),
-        "n_elements": len(version.elements), "n_chunks": len(version.chunks), "error": version.error,
+        "n_elements": len(version.elements), "n_chunks": len(version.chunks), "error": version.error, "reason": version.reason,
         "run_id": run_id, "created_at": now,
     }
 
@@ -101,18 +101,14 @@ def replace_column(batch: pa.Table, name: str, values: list[Any], typ: pa.DataTy
 
 def first_owners(shas_per_row: list[list[str | None]]) -> dict[str, int]:
     """Each distinct sha → the first row that has it: content-addressed work (a page
-    embedding, a caption) is done once per batch and its new catalog rows ride on that row."""
+    embedding, a caption) is done once per batch and its new catalog rows (data, not
+    counts) travel in that row's payload column."""
     owners: dict[str, int] = {}
     for index, shas in enumerate(shas_per_row):
         for sha in shas:
             if sha is not None:
                 owners.setdefault(sha, index)
     return owners
-
-
-def on_first_row(rows: int, value: int) -> list[int]:
-    """A batch-level count as a column: ``value`` on the first row, 0 on the others."""
-    return [value if index == 0 else 0 for index in range(rows)]
 
 
 def to_table(table_name: str, rows: list[dict[str, Any]]) -> pa.Table:
