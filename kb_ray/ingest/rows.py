@@ -18,7 +18,6 @@ from kb_ray.ingest.record import VERSION_TABLES  # noqa: F401  (the payload tabl
 from kb_ray.model import DocumentVersion, Region
 
 
-
 def _regions(regions: Any) -> list[dict[str, Any]]:
     return [{"page": r.page, "x0": r.bbox[0], "y0": r.bbox[1], "x1": r.bbox[2], "y1": r.bbox[3]} for r in regions]
 

@@ -18,9 +18,9 @@ import importlib
 from typing import Any, Callable
 
 from kb_ray import ids
+from kb_ray.outcomes import Reason
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import ParseResult
-from kb_ray.outcomes import Reason
 from kb_ray.parsing.mime import EXTENSION_MIMES, OOXML_MIMES, content_mismatch, mime_from_name
 
 FINAL_REASONS = frozenset({Reason.TOO_LARGE, Reason.TOO_MANY_PAGES, Reason.ENCRYPTED, Reason.EMPTY, Reason.TIMEOUT,

@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.ingest.commit import MicroBatchCommitter, ResidueWatch
-from kb_ray.ingest.rows import to_ipc, to_table
 from kb_ray.ingest.record import SUMMARY_RECORD
+from kb_ray.ingest.rows import to_ipc, to_table
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -10,8 +10,8 @@ from PIL import Image
 
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.config import PagesSettings
-from kb_ray.ingest.stages.render import RenderStage
 from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
+from kb_ray.ingest.stages.render import RenderStage
 from kb_ray.pages import multivectors
 from kb_ray.pages.embedder import PageEmbedder, page_embedder_fingerprint
 from kb_ray.pages.render import PageRenderer
