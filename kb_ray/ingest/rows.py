@@ -1,7 +1,8 @@
 """A :class:`DocumentVersion` as rows of the catalog tables (plain dicts, then Arrow).
 
 Arrow IPC bytes carry these tables between Ray Data stages, so a stage's output column
-is a ``binary`` blob per table rather than a deeply nested type.
+is a ``binary`` blob per table rather than a deeply nested type (the payload fields of
+:mod:`kb_ray.ingest.record`).
 """
 
 from __future__ import annotations
@@ -88,14 +89,6 @@ def version_tables(version: DocumentVersion, *, fingerprints: dict[str, str], ru
         "version_chunks": version_chunk_rows(version),
     }
     return {name: to_table(name, table_rows) for name, table_rows in rows.items()}
-
-
-def replace_column(batch: pa.Table, name: str, values: list[Any], typ: pa.DataType) -> pa.Table:
-    """``batch`` with column ``name`` set to ``values`` (appended when it is new)."""
-    column = pa.array(values, typ)
-    if name in batch.column_names:
-        return batch.set_column(batch.column_names.index(name), name, column)
-    return batch.append_column(name, column)
 
 
 def first_owners(shas_per_row: list[list[str | None]]) -> dict[str, int]:
