@@ -115,11 +115,14 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipel
 
 def _actor_stage(dataset, stages: list[StageSpec], resources: StageSettings, collector: str, *,
                  batch_size: int | None = None):
-    """``map_batches`` with a :class:`StageActor` pool sized by the stage's ``StageSettings``."""
+    """``map_batches`` with a :class:`StageActor` pool sized by the stage's ``StageSettings``.
+    The actor class is named after its last (main) stage, so Ray's dashboard and
+    ``ray list actors`` say ``ParseStage`` rather than ``StageActor``."""
     from ray.data import ActorPoolStrategy
 
+    actor = type(stages[-1][0].__name__, (StageActor,), {"__module__": StageActor.__module__})
     return dataset.map_batches(
-        StageActor, batch_format="pyarrow", batch_size=batch_size or resources.batch_size,
+        actor, batch_format="pyarrow", batch_size=batch_size or resources.batch_size,
         compute=ActorPoolStrategy(size=resources.concurrency), num_cpus=resources.num_cpus,
         num_gpus=resources.num_gpus, fn_constructor_kwargs={"stages": stages, "collector": collector})
 
