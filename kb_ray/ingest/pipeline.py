@@ -120,7 +120,8 @@ def _actor_stage(dataset, stages: list[StageSpec], resources: StageSettings, col
     ``ray list actors`` say ``ParseStage`` rather than ``StageActor``."""
     from ray.data import ActorPoolStrategy
 
-    actor = type(stages[-1][0].__name__, (StageActor,), {"__module__": StageActor.__module__})
+    name = stages[-1][0].__name__  # a qualname no module holds, so cloudpickle ships the class by value
+    actor = type(name, (StageActor,), {"__qualname__": f"StageActor.{name}"})
     return dataset.map_batches(
         actor, batch_format="pyarrow", batch_size=batch_size or resources.batch_size,
         compute=ActorPoolStrategy(size=resources.concurrency), num_cpus=resources.num_cpus,
