@@ -1,6 +1,12 @@
-"""bm25s vs tantivy behind kb-ray's LexicalIndex: build time, query latency, quality.
+"""bm25 (kb-ray channels) vs bm25s vs tantivy behind LexicalIndex: build time, latency, quality.
 
     .venv/bin/python benchmarks/bm25_compare.py [--kb-root DIR]   # DIR: an ingested golden kb
+    .venv/bin/python benchmarks/bm25_compare.py --latency-docs 100000   # sharded latency only
+
+``--latency-docs N``: N synthetic chunks in 2 shards (the default ``index.shards``), the
+search step of today's searcher (bm25s per shard) against the bm25 index with all four
+channels weighted (body, heading "Title doc-…", file name, exact), the two taking turns
+per query; writes benchmarks/results/bm25_latency.md.
 
 Without --kb-root the golden sources are ingested into a temporary folder first (~40 s).
 Golden quality: MRR@10 over the quote-labelled queries of tests/index_fixtures.py (a chunk
@@ -26,7 +32,33 @@ sys.path.insert(0, str(REPO))
 
 from kb_ray.index.lexical import Bm25sIndex, TantivyIndex  # noqa: E402
 
-BACKENDS = {"bm25s": Bm25sIndex, "tantivy": TantivyIndex}
+
+
+class ChannelTexts:
+    """The bm25 index (kb_ray.index.channels) over plain texts: one body channel, one shard."""
+
+    name = "bm25"
+
+    @staticmethod
+    def build(texts: list[str]):
+        from kb_ray.index.analyzer import TextAnalyzer
+        from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics
+
+        analyzer = TextAnalyzer()
+        channels = {name: [[] for _ in texts] for name in CHANNELS}
+        channels["body"] = [analyzer.terms(t) for t in texts]
+        channels["exact"] = [analyzer.exact_terms(t) for t in texts]
+        return ChannelBm25Index.build(channels, channel_statistics(channels), tie_keys=[f"{i:09d}" for i in range(len(texts))],
+                                      analyzer=analyzer)
+
+    @staticmethod
+    def load(path):
+        from kb_ray.index.channels import ChannelBm25Index
+
+        return ChannelBm25Index.load(path)
+
+
+BACKENDS = {"bm25": ChannelTexts, "bm25s": Bm25sIndex, "tantivy": TantivyIndex}
 
 
 def golden_corpus(kb_root: str | None) -> tuple[list[str], list[tuple[str, set[int]]]]:
@@ -99,10 +131,59 @@ def run(kb_root: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sharded_latency(n_docs: int, *, shards: int = 2, n_queries: int = 300) -> str:
+    """bm25s per shard (today's default) vs the bm25 channel index per shard, interleaved."""
+    from kb_ray.index.analyzer import TextAnalyzer
+    from kb_ray.index.channels import ChannelBm25Index, channel_statistics, lexical_channels
+    import pyarrow as pa
+
+    texts, queries = synthetic_corpus(n_docs, n_queries)
+    keys = [f"doc-{i // 5:06d}" for i in range(n_docs)]
+    table = pa.table({"text": texts, "heading_path": [[f"Title {k}"] for k in keys], "title": [f"Title {k}" for k in keys],
+                      "uri": [f"file:///corpus/{k}.txt" for k in keys]})
+    assignment = np.arange(n_docs) % shards
+    started = time.perf_counter()
+    analyzer = TextAnalyzer()
+    channels = lexical_channels(table, analyzer)
+    statistics_ = channel_statistics(channels)
+    new = [ChannelBm25Index.build({c: [t for t, a in zip(terms, assignment) if a == s] for c, terms in channels.items()},
+                                  statistics_, tie_keys=[f"{i:09d}" for i in np.flatnonzero(assignment == s)],
+                                  analyzer=analyzer) for s in range(shards)]
+    new_build = time.perf_counter() - started
+    started = time.perf_counter()
+    old = [Bm25sIndex.build([f"Title {k}\n{t}" for k, t, a in zip(keys, texts, assignment) if a == s]) for s in range(shards)]
+    old_build = time.perf_counter() - started
+    weights = {"body": 1.0, "heading": 0.5, "path": 0.5, "exact": 0.5}
+    steps = {"bm25s per shard (before)": lambda q: [i.search(q, 100) for i in old],
+             "bm25 4 channels, global stats": lambda q: [i.search(q, 100, weights=weights) for i in new]}
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for query, _ in queries:
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step(query)
+            times[name].append((time.perf_counter() - start) * 1000)
+    lines = [f"# Lexical search latency, {n_docs:,} synthetic chunks in {shards} shards", "",
+             "| index | build s | search p50 ms | search p95 ms |", "| --- | ---: | ---: | ---: |"]
+    for name, build_s in zip(steps, (old_build, new_build)):
+        ordered = sorted(times[name])
+        lines.append(f"| {name} | {build_s:.1f} | {statistics.median(ordered):.2f} | "
+                     f"{ordered[int(0.95 * (len(ordered) - 1))]:.2f} |")
+    ratio = statistics.median(times["bm25 4 channels, global stats"]) / statistics.median(times["bm25s per shard (before)"])
+    lines += ["", f"p50 ratio new/before: {ratio:.2f}x. {n_queries} queries of 3 words, top 100 per shard, the two "
+              f"taking turns per query; machine: {__import__('os').cpu_count()} CPUs shared with other jobs."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kb-root", default=None, help="an already ingested golden knowledge base")
+    parser.add_argument("--latency-docs", type=int, default=None, help="only the sharded latency run on N chunks")
     args = parser.parse_args()
+    if args.latency_docs:
+        table = sharded_latency(args.latency_docs)
+        (REPO / "benchmarks" / "results" / "bm25_latency.md").write_text(table, encoding="utf-8")
+        print(table)
+        return
     table = run(args.kb_root)
     out = REPO / "benchmarks" / "results" / "bm25_compare.md"
     notes = ("\nTokenization: bm25s lowercases `\\w\\w+` tokens and drops English stopwords (no stemmer: "

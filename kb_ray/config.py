@@ -157,7 +157,14 @@ class IndexSettings(_Settings):
     flat_max_vectors: int = 50_000
     hnsw_m: int = 32
     ivf_nlist: int | None = None  # None: about 4 * sqrt(vectors)
-    lexical: Literal["bm25s", "tantivy"] = "bm25s"
+    # bm25: kb-ray's channel BM25 with generation-wide statistics (kb_ray/index/channels.py);
+    # bm25s, tantivy: baselines over "heading path + text" with per-shard statistics
+    lexical: Literal["bm25", "bm25s", "tantivy"] = "bm25"
+    # analyzer and layout of the bm25 index; defaults chosen on the realdocs dev split
+    # (benchmarks/results/eval.md "Lexical / fusion changes"): stemming and whole identifiers lost there
+    lexical_stem: bool = False  # Snowball English stemming (PyStemmer)
+    lexical_identifiers: bool = False  # also keep os.path.join, snake_case, --options, v2.1.3 whole
+    lexical_heading_in_body: bool = True  # the heading path is part of the body channel (beat a heading channel)
     switch_after_build: bool = True
     filterable_metadata: list[str] = Field(default_factory=list)  # metadata_json keys usable in filters
 
@@ -167,11 +174,23 @@ class SearchSettings(_Settings):
     max_k: int = 100
     candidates: int = 100  # per retriever, before fusion
     rrf_k: int = 60
-    weights: dict[str, float] = Field(default_factory=dict)  # retriever -> RRF weight (default 1)
+    # rrf: reciprocal rank fusion; minmax / zscore: weighted sum of normalized scores (kb_ray/search/fusion.py)
+    fusion: Literal["rrf", "minmax", "zscore"] = "rrf"
+    weights: dict[str, float] = Field(default_factory=dict)  # retriever -> fusion weight (default 1)
+    # weight of each channel of the bm25 index (body, heading, path, exact); missing: 0 (body: 1);
+    # chosen on the realdocs dev split (benchmarks/results/eval.md)
+    lexical_channels: dict[str, float] = Field(default_factory=lambda: {"body": 1.0, "heading": 0.0, "path": 0.5,
+                                                                         "exact": 0.0})
     rerank_model_path: str | None = None  # a saved cross-encoder; None: no reranking
     rerank_candidates: int = 30
     faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes
     query_threads: int | None = 1  # torch threads of the query embedder (one short text: 1 is fastest)
+    # evidence passage per hit (kb_ray/search/evidence.py): "lexical" scores query-word coverage,
+    # "hybrid" adds the text embedder's cosine of each candidate passage (one batch per query)
+    evidence: Literal["none", "lexical", "hybrid"] = "hybrid"
+    confidence_model_path: str | None = None  # None: the packaged kb_ray/search/confidence_model.json
+    abstain_below: float | None = None  # None: the threshold stored with the confidence model
+    max_context_chars: int = 8000  # upper bound of a request's context_chars
 
 
 class ServeSettings(_Settings):

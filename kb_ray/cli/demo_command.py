@@ -52,6 +52,7 @@ DEMO_QUESTIONS = (
     "What is the part number of the mechanical seal kit?",
     "How many eelgrass shoots were transplanted?",
     "How much does a CycleLink day pass cost?",
+    "Who won the 1998 football world cup?",  # not in golden/: the service should abstain
 )
 
 
@@ -59,7 +60,7 @@ def ask_questions(config) -> int:
     import httpx
 
     from kb_ray.index import build_index
-    from kb_ray.serving.api import citation_line
+    from kb_ray.serving.api import abstain_line, citation_line
     from kb_ray.serving.app import start_service, stop_service
 
     manifest = build_index(config)
@@ -71,6 +72,7 @@ def ask_questions(config) -> int:
             result = httpx.post(f"{url}/v1/search", json={"query": question, "k": 3}, timeout=120).json()
             note = "reranked" if result["reranked"] else "not reranked: no cross-encoder ships in a PyPI package"
             print(f"\n== Q: {question}  ({note}, {result['timing_ms']['total_service']:.0f} ms)")
+            print(f"  {abstain_line(result)}")
             for rank, hit in enumerate(result["hits"], start=1):
                 print(f"  [{rank}] {citation_line(hit)}")
     finally:

@@ -30,6 +30,13 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), type=_modes,
                         help="comma-separated: dense, lexical, hybrid, hybrid+rerank, page, hybrid+page "
                              f"(default: {','.join(DEFAULT_MODES)})")
+    parser.add_argument("--split", default="all", choices=("dev", "test", "all"),
+                        help="queries of this part of the dataset's <stem>.split.json (dev: for tuning; "
+                             "test: for reporting; default: all)")
+    parser.add_argument("--no-naive", action="store_true",
+                        help="skip the naive reference retriever (run by default next to dense/lexical/hybrid)")
+    parser.add_argument("--naive-cache", default=None, metavar="DIR",
+                        help="keep the naive reference's window vectors in DIR and reuse them (default: none)")
     parser.add_argument("--k", type=int, default=20, help="hits per query (default: 20)")
     parser.add_argument("--generation", default=None, help="evaluate this index generation (default: the live one)")
     parser.add_argument("--report", default=DEFAULT_REPORT,
@@ -56,11 +63,13 @@ def evaluate(config, args: argparse.Namespace) -> int:
     """Run the eval, print tables (or JSON) and write the report; the CLI and the job call this."""
     from kb_ray.eval import load_dataset, run_eval
     from kb_ray.eval.report import render_markdown, summarize, write_reports
+    from kb_ray.eval.split import select_split
     from kb_ray.search.searcher import HybridSearcher
 
-    queries = load_dataset(args.dataset)
+    queries = select_split(load_dataset(args.dataset), dataset=args.dataset, split=args.split)
     searcher = HybridSearcher.open(config, generation_id=args.generation)
-    summary = summarize(run_eval(config, queries, modes=args.modes, k=args.k, searcher=searcher, dataset=args.dataset))
+    summary = summarize(run_eval(config, queries, modes=args.modes, k=args.k, searcher=searcher, dataset=args.dataset,
+                                 naive=not args.no_naive, split=args.split, naive_cache=args.naive_cache))
     print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else render_markdown(summary))
     if not args.no_report:
         command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])

@@ -7,6 +7,7 @@ import json
 import time
 
 from kb_ray.cli.common import config_from_args
+from kb_ray.serving.api import abstain_line, context_pieces
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -23,6 +24,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                         help="e.g. collection=default, mime=application/pdf, tags_any=a,b (repeatable)")
     search.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
+    search.add_argument("--context-chars", type=int, default=0,
+                        help="also print up to this many characters of each hit's neighbouring chunks")
     search.add_argument("--url", default=None, help="service URL (default: http://serve.host:serve.port)")
     search.add_argument("--json", action="store_true")
     add_config_arguments(search)
@@ -65,7 +68,7 @@ def run_search(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     url = args.url or f"http://{config.serve.host}:{config.serve.port}"
     body = {"query": args.query, "k": args.k, "mode": args.mode, "filter": parse_filter_args(args.filter),
-            "rerank": args.rerank}
+            "rerank": args.rerank, "context_chars": args.context_chars}
     response = httpx.post(f"{url}/v1/search", json=body, timeout=60)
     if response.status_code != 200:
         print(f"kb-ray search: HTTP {response.status_code}: {response.json().get('detail')}")
@@ -76,6 +79,9 @@ def run_search(args: argparse.Namespace) -> int:
         return 0
     print(f"{len(result['hits'])} hits from generation {result['generation']} "
           f"({'reranked' if result['reranked'] else 'not reranked'}, {result['timing_ms']['total_service']:.0f} ms)")
+    print(abstain_line(result))
     for rank, hit in enumerate(result["hits"], start=1):
         print(f"[{rank}] {citation_line(hit)}")
+        for piece in context_pieces(hit):
+            print(f"      context: {piece}")
     return 0

@@ -110,3 +110,52 @@ def best_threshold(answerable: Sequence[float], unanswerable: Sequence[float]) -
         if correct / total > best[0]:
             best = (correct / total, t)
     return {"threshold": None if best[1] == float("inf") else best[1], "accuracy": best[0]}
+
+
+def evidence_scores(hits: Sequence[Mapping], gold: Sequence[tuple[str, int, int, int | None]],
+                    relevant: set[str]) -> dict[str, float]:
+    """Does the evidence passage point at the gold quote? ``gold`` is (version_id, start, end, page).
+
+    ``evidence_overlap`` / ``evidence_contains`` / ``evidence_page`` judge the evidence of the
+    first relevant hit (selection inside a chunk, apart from ranking; absent when no relevant
+    hit came back, ``evidence_page`` also when no gold page is known); ``evidence@1`` judges
+    hit 1's evidence, ranking errors included."""
+    def judge(hit: Mapping) -> tuple[bool, bool, bool | None]:
+        evidence = hit.get("evidence") or {}
+        spans = [tuple(s) for s in evidence.get("spans") or []]
+        mine = [g for g in gold if g[0] == hit.get("version_id")]
+        overlap = any(s < ge and gs < e for s, e in spans for _, gs, ge, _ in mine)
+        contains = any(s <= gs and ge <= e for s, e in spans for _, gs, ge, _ in mine)
+        pages = {g[3] for g in gold if g[3] is not None}
+        page = bool(pages & set(evidence.get("pages") or [])) if pages else None
+        return overlap, contains, page
+
+    out: dict[str, float] = {}
+    if hits:
+        out["evidence@1"] = float(judge(hits[0])[0])
+    first = next((h for h in hits if h.get("chunk_id") in relevant), None)
+    if first is not None:
+        overlap, contains, page = judge(first)
+        out.update({"evidence_overlap": float(overlap), "evidence_contains": float(contains)})
+        if page is not None:
+            out["evidence_page"] = float(page)
+    return out
+
+
+def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
+    """Probability that a positive scores above a negative (ties count half)."""
+    if not positives or not negatives:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))
+
+
+def abstain_scores(abstained: Sequence[bool], answerable: Sequence[bool]) -> dict[str, float | int | None]:
+    """Precision and recall of ``abstain`` as a detector of no-answer questions."""
+    flagged = list(abstained)
+    true_pos = sum(a and not ok for a, ok in zip(abstained, answerable))
+    no_answer = sum(not ok for ok in answerable)
+    return {"abstained": sum(flagged), "no_answer": no_answer,
+            "precision": true_pos / sum(flagged) if sum(flagged) else None,
+            "recall": true_pos / no_answer if no_answer else None,
+            "answerable_abstained": sum(a and ok for a, ok in zip(abstained, answerable))}

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kb_ray.config import KbConfig
 from kb_ray.eval.dataset import EvalQuery
-from kb_ray.eval.metrics import RANKING_MEASURES, quote_matches, ranking_metrics, span_scores, token_offsets
+from kb_ray.eval.metrics import (
+    RANKING_MEASURES,
+    evidence_scores,
+    quote_matches,
+    ranking_metrics,
+    span_scores,
+    token_offsets,
+)
+from kb_ray.eval.naive import NaiveRetriever, label_by_gold
 from kb_ray.eval.resolve import (
     CanonicalTexts, GoldSpan, QuoteResolutionError, Resolution, chunk_spans, relevant_chunks, resolve_queries,
 )
@@ -35,6 +44,8 @@ class QueryOutcome:
     quotes_checked: int = 0
     quotes_bad: int = 0
     latency_ms: float = 0.0
+    confidence: float | None = None  # best hit confidence (kb_ray/search/confidence.py)
+    abstain: bool | None = None  # the searcher's abstain flag
 
 
 @dataclass
@@ -52,6 +63,7 @@ class EvalResult:
     generation: str
     modes: list[ModeResult]
     quotes: dict[str, Any]
+    split: str = "all"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,8 +76,13 @@ class _Labels:
 
 
 def run_eval(config: KbConfig, queries: list[EvalQuery], *, modes: tuple[str, ...] = DEFAULT_MODES, k: int = 20,
-             searcher: Any = None, dataset: str = "") -> EvalResult:
-    """Evaluate ``queries`` in each mode; quotes that do not resolve raise before any search."""
+             searcher: Any = None, dataset: str = "", naive: bool = True, split: str = "all",
+             naive_cache: str | None = None) -> EvalResult:
+    """Evaluate ``queries`` in each mode; quotes that do not resolve raise before any search.
+
+    With ``naive``, the naive reference (:mod:`kb_ray.eval.naive`) runs after the kb-ray
+    modes on the same catalog, as ``naive-<mode>`` for each of dense, lexical and hybrid
+    that an available requested mode uses (``hybrid+rerank`` counts as hybrid)."""
     if searcher is None:
         from kb_ray.search.searcher import HybridSearcher
 
@@ -76,9 +93,12 @@ def run_eval(config: KbConfig, queries: list[EvalQuery], *, modes: tuple[str, ..
         raise QuoteResolutionError("gold quotes that do not resolve:\n  " + "\n  ".join(resolution.unresolved))
     labels = _labels(searcher, resolution)
     results = [_run_mode(searcher, mode, queries, labels, texts, k=k) for mode in modes]
+    if naive:  # only next to kb-ray modes that ran
+        results += _run_naive(searcher, tuple(r.mode for r in results if r.available), queries, labels, texts, k=k,
+                              cache_dir=naive_cache)
     uncovered = [q.id for q in queries if q.answerable and not labels.qrels.get(q.id)]
     return EvalResult(dataset=dataset, k=k, generation=searcher.generation, modes=results,
-                      quotes={**_quote_summary(resolution), "no_chunk_covers": uncovered})
+                      quotes={**_quote_summary(resolution), "no_chunk_covers": uncovered}, split=split)
 
 
 def _labels(searcher: Any, resolution: Resolution) -> _Labels:
@@ -111,10 +131,48 @@ def _run_mode(searcher: Any, mode: str, queries: list[EvalQuery], labels: _Label
         logger.warning("eval: skipping mode %s: %s", mode, reason)
         return ModeResult(mode=mode, available=False, note=reason)
     base, rerank = ("hybrid", True) if mode == "hybrid+rerank" else (mode, False)
+
+    def search(query: EvalQuery) -> tuple[list[dict], float, bool | None]:
+        result = searcher.search(query.query, k=k, mode=base, rerank=rerank)
+        return result.hits, result.timing_ms.get("total", 0.0), getattr(result, "abstain", None)
+
+    return _score_mode(mode, search, queries, labels, texts)
+
+
+def naive_modes_for(modes: tuple[str, ...]) -> tuple[str, ...]:
+    """The naive reference modes that mirror ``modes`` (in dense, lexical, hybrid order)."""
+    bases = {"hybrid" if m == "hybrid+rerank" else m for m in modes}
+    return tuple(f"naive-{base}" for base in ("dense", "lexical", "hybrid") if base in bases)
+
+
+def _run_naive(searcher: Any, modes: tuple[str, ...], queries: list[EvalQuery], labels: _Labels,
+               texts: CanonicalTexts, *, k: int, cache_dir: str | None = None) -> list[ModeResult]:
+    naive_modes = naive_modes_for(modes)
+    if not naive_modes:
+        return []
+    started = time.perf_counter()
+    # the searcher's own query embedder: the naive windows are embedded with the same model
+    naive = NaiveRetriever.from_catalog(searcher.catalog, searcher._get_embedder(), cache_dir=cache_dir)
+    logger.info("eval: naive reference built in %.1f s", time.perf_counter() - started)
+    naive_labels = _Labels(gold=labels.gold, qrels={qid: naive.qrels(g) for qid, g in labels.gold.items()})
+
+    def searcher_for(mode: str):
+        def search(query: EvalQuery) -> tuple[list[dict], float, None]:
+            t0 = time.perf_counter()
+            hits = naive.search(query.query, k=k, mode=mode)
+            elapsed = (time.perf_counter() - t0) * 1000.0
+            return label_by_gold(hits, labels.gold.get(query.id, [])), elapsed, None
+        return search
+
+    return [_score_mode(mode, searcher_for(mode), queries, naive_labels, texts) for mode in naive_modes]
+
+
+def _score_mode(mode: str, search, queries: list[EvalQuery], labels: _Labels, texts: CanonicalTexts) -> ModeResult:
     outcomes = []
     for n, query in enumerate(queries, 1):
-        result = searcher.search(query.query, k=k, mode=base, rerank=rerank)
-        outcomes.append(_outcome(query, result.hits, labels, texts, latency=result.timing_ms.get("total", 0.0)))
+        hits, latency, abstain = search(query)
+        outcomes.append(_outcome(query, hits, labels, texts, latency=latency))
+        outcomes[-1].abstain = abstain
         if n % 25 == 0:
             logger.info("eval %s: %d/%d queries", mode, n, len(queries))
     _add_ranking_metrics(outcomes, labels.qrels)
@@ -132,9 +190,12 @@ def _outcome(query: EvalQuery, hits: list[dict], labels: _Labels, texts: Canonic
     if hits:
         outcome.top_scores = _top_scores(hits)
         outcome.top_relevant = hits[0]["chunk_id"] in relevant if query.answerable else None
+        confidences = [h["confidence"] for h in hits if h.get("confidence") is not None]
+        outcome.confidence = max(confidences) if confidences else None
     gold = labels.gold.get(query.id, [])
     if query.answerable:
         outcome.metrics.update(_span_metrics(hits[:SPAN_K], gold, texts))
+        outcome.metrics.update(evidence_scores(hits, [(g.version_id, g.start, g.end, g.page) for g in gold], relevant))
         outcome.page_ok = _page_ok(hits, gold)
     return outcome
 

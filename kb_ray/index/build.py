@@ -1,8 +1,11 @@
 """``build_index``: catalog tables at named versions → one sharded index generation.
 
 Per shard (chunk → shard by a stable hash of chunk_id) it writes a FAISS index, a BM25
-index over "heading path + text" and a hydration Parquet file whose row numbers are the
-ids of both indexes. ``manifest.json`` is written last; a row goes to
+index and a hydration Parquet file whose row numbers are the ids of both indexes. The
+default BM25 (``index.lexical: bm25``, kb_ray.index.channels) indexes body, heading, file
+name and exact-term channels with statistics computed over the whole generation, so
+scores do not depend on the sharding; the baselines (bm25s, tantivy) index
+"heading path + text" with per-shard statistics. ``manifest.json`` is written last; a row goes to
 ``index_generations``; ``CURRENT`` is switched when ``index.switch_after_build``.
 A generation whose manifest already exists is not rebuilt (same id = same content).
 """
@@ -28,6 +31,8 @@ from kb_ray.config import IndexSettings, KbConfig
 from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
+from kb_ray.index.analyzer import TextAnalyzer
+from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
 from kb_ray.index.lexical import lexical_index_class, library_version
 from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.manifest import (
@@ -52,12 +57,27 @@ def lexical_text(heading_path: list[str] | None, text: str) -> str:
 
 def index_spec(settings: IndexSettings) -> dict:
     """Everything that changes what a generation contains (not where or whether it goes live)."""
+    if settings.lexical == "bm25":
+        return {**_base_spec(settings), "lexical_text": {
+            "channels": list(CHANNELS), "heading_in_body": settings.lexical_heading_in_body,
+            "analyzer": _analyzer(settings).spec(), "statistics": "generation"}}
+    return _base_spec(settings)
+
+
+def _analyzer(settings: IndexSettings) -> TextAnalyzer:
+    return TextAnalyzer(stem=settings.lexical_stem, identifiers=settings.lexical_identifiers)
+
+
+def _base_spec(settings: IndexSettings) -> dict:
+    libraries = {"faiss": faiss.__version__}
+    if settings.lexical != "bm25":
+        libraries[settings.lexical] = library_version(settings.lexical)
     return {
         "format": INDEX_FORMAT_VERSION, "shards": settings.shards, "dense": settings.dense,
         "flat_max_vectors": settings.flat_max_vectors, "hnsw_m": settings.hnsw_m,
         "ivf_nlist": settings.ivf_nlist, "lexical": settings.lexical,
         "lexical_text": f"heading_path joined by {LEXICAL_HEADING_SEPARATOR!r}, newline, text",
-        "libraries": {"faiss": faiss.__version__, settings.lexical: library_version(settings.lexical)},
+        "libraries": libraries,
     }
 
 
@@ -159,15 +179,34 @@ def _vectors(column: pa.ChunkedArray) -> np.ndarray:
 def _write_shards(staged: Path, hydration: pa.Table, vectors: np.ndarray, settings: IndexSettings) -> list[ShardInfo]:
     assignment = np.array([shard_of(cid, settings.shards) for cid in hydration.column("chunk_id").to_pylist()],
                           dtype=np.int64)
+    lexical = _GenerationLexical(hydration, settings) if settings.lexical == "bm25" else None
     infos = []
     for shard in range(settings.shards):
         rows = np.flatnonzero(assignment == shard)
-        infos.append(_write_shard(staged / f"shard-{shard:03d}", shard, hydration.take(rows), vectors[rows], settings))
+        infos.append(_write_shard(staged / f"shard-{shard:03d}", shard, hydration.take(rows), vectors[rows], settings,
+                                  lexical=lexical.for_rows(rows) if lexical else None))
         logger.info("shard %d/%d: %d chunks", shard + 1, settings.shards, len(rows))
     return infos
 
 
-def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, settings: IndexSettings) -> ShardInfo:
+class _GenerationLexical:
+    """Every row analyzed once and the corpus-wide BM25 statistics; sliced per shard."""
+
+    def __init__(self, hydration: pa.Table, settings: IndexSettings) -> None:
+        self.analyzer = _analyzer(settings)
+        self.channels = lexical_channels(hydration, self.analyzer, heading_in_body=settings.lexical_heading_in_body)
+        self.statistics = channel_statistics(self.channels)
+        self.tie_keys = tie_keys(hydration)
+
+    def for_rows(self, rows: np.ndarray) -> ChannelBm25Index:
+        picked = rows.tolist()
+        channels = {name: [terms[i] for i in picked] for name, terms in self.channels.items()}
+        return ChannelBm25Index.build(channels, self.statistics, tie_keys=[self.tie_keys[i] for i in picked],
+                                      analyzer=self.analyzer)
+
+
+def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, settings: IndexSettings, *,
+                 lexical: ChannelBm25Index | None = None) -> ShardInfo:
     folder.mkdir(parents=True)
     pq.write_table(rows, folder / HYDRATION_FILE, compression="zstd")
     if rows.num_rows == 0:
@@ -175,9 +214,11 @@ def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, 
     dense_type = choose_dense_type(settings.dense, rows.num_rows, flat_max_vectors=settings.flat_max_vectors)
     index = build_faiss_index(vectors, dense_type, hnsw_m=settings.hnsw_m, ivf_nlist=settings.ivf_nlist)
     faiss.write_index(index, str(folder / DENSE_FILE))
-    texts = [lexical_text(h, t) for h, t in zip(rows.column("heading_path").to_pylist(),
-                                                 rows.column("text").to_pylist())]
-    lexical_index_class(settings.lexical).build(texts).save(folder / LEXICAL_DIR)
+    if lexical is None:
+        texts = [lexical_text(h, t) for h, t in zip(rows.column("heading_path").to_pylist(),
+                                                     rows.column("text").to_pylist())]
+        lexical = lexical_index_class(settings.lexical).build(texts)
+    lexical.save(folder / LEXICAL_DIR)
     return ShardInfo(shard=shard, rows=rows.num_rows, dir=folder.name, dense_type=dense_type)
 
 

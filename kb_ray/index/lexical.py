@@ -1,9 +1,14 @@
-"""BM25 over chunk texts behind one small interface, with two backends.
+"""BM25 over chunks behind one small interface: the default backend and two baselines.
 
-``LexicalIndex.build(texts) / save(path) / load(path) / search(query, k, mask)``. Rows are
-positions in the shard's hydration file. ``search`` applies the row mask before taking the
-top ``k`` and returns only rows that share at least one term with the query, best first,
-ties broken by row.
+``load(path) / save(path) / search(query, k, mask, weights=None)``. Rows are positions in
+the shard's hydration file. ``search`` applies the row mask before taking the top ``k``
+and returns only rows that share at least one term with the query, best first.
+
+* :class:`ChannelBm25Index` (``bm25``, default; kb_ray.index.channels) — BM25 per channel
+  (body, heading, path, exact) with corpus-wide statistics, summed with weights.
+  Ties are broken by a location-independent key of the row.
+
+The baselines (``build(texts)``; statistics per shard, ties broken by row):
 
 * :class:`Bm25sIndex` (default) — bm25s: scores every document with numpy sparse ops; the
   mask is bm25s' ``weight_mask``. Lowercased ``\\w\\w+`` tokens, English stopwords.
@@ -31,18 +36,17 @@ class LexicalIndex(Protocol):
     name: str
 
     @classmethod
-    def build(cls, texts: list[str]) -> LexicalIndex: ...
-
-    @classmethod
     def load(cls, path: str | Path) -> LexicalIndex: ...
 
     def save(self, path: str | Path) -> None: ...
 
-    def search(self, query: str, k: int, mask: np.ndarray | None = None) -> Rows: ...
+    def search(self, query: str, k: int, mask: np.ndarray | None = None, weights=None) -> Rows: ...
 
 
 def lexical_index_class(name: str) -> type:
-    classes = {"bm25s": Bm25sIndex, "tantivy": TantivyIndex}
+    from kb_ray.index.channels import ChannelBm25Index
+
+    classes = {"bm25": ChannelBm25Index, "bm25s": Bm25sIndex, "tantivy": TantivyIndex}
     if name not in classes:
         raise ValueError(f"unknown lexical index {name!r}; use one of {sorted(classes)}")
     return classes[name]
@@ -86,7 +90,7 @@ class Bm25sIndex:
     def save(self, path: str | Path) -> None:
         self._retriever.save(str(path), show_progress=False)
 
-    def search(self, query: str, k: int, mask: np.ndarray | None = None) -> Rows:
+    def search(self, query: str, k: int, mask: np.ndarray | None = None, weights=None) -> Rows:
         import bm25s
 
         terms = bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0]
@@ -142,7 +146,7 @@ class TantivyIndex:
     def save(self, path: str | Path) -> None:
         shutil.copytree(self._folder, path, dirs_exist_ok=True)
 
-    def search(self, query: str, k: int, mask: np.ndarray | None = None) -> Rows:
+    def search(self, query: str, k: int, mask: np.ndarray | None = None, weights=None) -> Rows:
         import tantivy
 
         words = " ".join(re.findall(r"\w+", query.lower()))

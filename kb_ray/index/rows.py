@@ -7,6 +7,8 @@ embedder fingerprint). Rows come back sorted by ``chunk_id`` so a build is deter
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pyarrow as pa
 
@@ -16,6 +18,11 @@ from kb_ray.errors import CatalogError
 
 _SCHEMAS = contract.schemas()
 REGION, SPAN, TIMESTAMP = _SCHEMAS.REGION, _SCHEMAS.SPAN, _SCHEMAS.TIMESTAMP
+ELEMENT_REGION = pa.struct([("start", pa.int64()), ("end", pa.int64()), ("page", pa.int32()), ("x0", pa.float64()),
+                            ("y0", pa.float64()), ("x1", pa.float64()), ("y1", pa.float64())])
+"""One region of one element of a chunk with the canonical characters it holds: the element's
+span, or a line's sub-span when the parser recorded line boxes (``attrs["lines"]``). Evidence
+passages (kb_ray/search/evidence.py) point at the regions their characters overlap."""
 INDEXED_TABLES = ("documents", "versions", "chunks", "version_chunks", "embeddings")
 
 HYDRATION_SCHEMA = pa.schema([
@@ -25,13 +32,14 @@ HYDRATION_SCHEMA = pa.schema([
     ("metadata_json", pa.string()), ("text", pa.string()), ("heading_path", pa.list_(pa.string())),
     ("spans", pa.list_(SPAN)), ("pages", pa.list_(pa.int32())), ("regions", pa.list_(REGION)),
     ("ordinal", pa.int32()), ("chunk_kind", pa.string()),
+    ("element_regions", pa.list_(ELEMENT_REGION)),
 ])
 
 _ACTIVE_CHUNKS = """
     SELECT c.chunk_id, d.document_id, vc.version_id, coalesce(d.title, v.title) AS title, d.uri,
            d.collection, d.tags, coalesce(d.mime, v.mime) AS mime, d.created_at, d.metadata_json,
            c.text, c.heading_path, vc.spans, vc.pages, vc.regions, vc.ordinal, c.kind AS chunk_kind,
-           c.embed_text_sha
+           c.embed_text_sha, vc.element_ids
     FROM documents d
     JOIN versions v ON v.version_id = d.active_version_id
     JOIN version_chunks vc ON vc.version_id = d.active_version_id
@@ -47,6 +55,8 @@ def open_session(catalog: DeltaCatalog, versions: dict[str, int]) -> duckdb.Duck
     connection.execute("SET disabled_optimizers = 'filter_pushdown'")
     for name, version in versions.items():
         connection.register(name, catalog.dataset(name, version=version))
+    if "elements" not in versions:  # immutable per version: read at the latest table version
+        connection.register("elements", catalog.dataset("elements"))
     return connection
 
 
@@ -80,5 +90,32 @@ def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str) -> 
     if missing:
         raise CatalogError(f"{missing} active chunks have no embedding from {embedder_fp}: finish or rerun "
                            "the ingest (it embeds missing chunks) before building an index")
-    hydration = result.drop_columns(["vector"]).cast(HYDRATION_SCHEMA)
+    regions = element_regions(connection, result)
+    hydration = result.drop_columns(["vector", "element_ids"]).append_column(
+        "element_regions", pa.array(regions, pa.list_(ELEMENT_REGION))).cast(HYDRATION_SCHEMA)
     return hydration, vectors
+
+
+def element_regions(connection: duckdb.DuckDBPyConnection, rows: pa.Table) -> list[list[dict]]:
+    """Per row, the :data:`ELEMENT_REGION` list of its elements (in element order).
+
+    Elements of a version never change once written, so they are read at the latest
+    version of the ``elements`` table (registered by :func:`open_session`)."""
+    connection.register("indexed_versions", rows.select(["version_id"]))
+    found = connection.execute("""
+        SELECT version_id, element_id, span_start, span_end, regions, attrs_json FROM elements
+        WHERE version_id IN (SELECT DISTINCT version_id FROM indexed_versions) AND span_start IS NOT NULL
+    """).fetchall()
+    connection.unregister("indexed_versions")
+    by_element = {(vid, eid): _element_parts(start, end, regions or [], attrs)
+                  for vid, eid, start, end, regions, attrs in found}
+    return [[part for eid in element_ids or [] for part in by_element.get((vid, eid), [])]
+            for vid, element_ids in zip(rows.column("version_id").to_pylist(), rows.column("element_ids").to_pylist())]
+
+
+def _element_parts(start: int, end: int, regions: list[dict], attrs_json: str | None) -> list[dict]:
+    lines = json.loads(attrs_json).get("lines") if attrs_json else None
+    if lines:  # [[start, end, page, x0, y0, x1, y1], ...], offsets into the element's text
+        return [{"start": start + a, "end": start + b, "page": page, "x0": x0, "y0": y0, "x1": x1, "y1": y1}
+                for a, b, page, x0, y0, x1, y1 in lines]
+    return [{"start": start, "end": end, **region} for region in regions]

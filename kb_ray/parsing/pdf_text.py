@@ -72,7 +72,7 @@ class PdfTextParser(Parser):
     """Reads the text layer of born-digital PDFs; scanned pages need OCR later."""
 
     name = "pdf_text"
-    version = "2"  # 2: continuations joined across page/column breaks; images become figures
+    version = "3"  # 2: continuations joined across page/column breaks; images become figures; 3: line boxes
     mimes = frozenset({"application/pdf"})
 
     def __init__(self, *, figure_crops: bool = True, crop_dpi: int = 144) -> None:
@@ -338,7 +338,7 @@ def layout_blocks(infos: list[PageInfo], page_lines: list[list[Line]],
         placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_header"]
         placed += _body_blocks(page_groups, stats, info, page_imgs)
         placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_footer"]
-    return join_continuations([item for item in placed if item.block.text])
+    return [with_line_spans(block) for block in join_continuations([item for item in placed if item.block.text])]
 
 
 def font_stats(pages: list[list[LineGroup]]) -> _FontStats:
@@ -393,6 +393,8 @@ def _body_blocks(groups: list[_FlowGroup], stats: _FontStats, info: PageInfo,
             level, attrs = _list_depth(list_x, group.lines[0].x0), {"marker": group.marker}
         else:
             list_x.clear()
+        attrs[_LINES] = [(line.text, info.page_no, _bbox((line.x0, line.top, line.x1, line.bottom), info))
+                         for line in group.lines]
         block = Block(kind=kind, text=text, page=info.page_no, bbox=_bbox(group.box, info), level=level, attrs=attrs)
         prose = kind == "paragraph" and all(line.cells == 1 for line in group.lines)
         placed.append(_Placed(block, (info.page_no, flow_group.flow), group.size,
@@ -434,7 +436,8 @@ def _continues(first: _Placed, second: _Placed) -> bool:
 def _joined(first: _Placed, second: _Placed) -> _Placed:
     a, b = first.block, second.block
     regions = a.extra_regions + ((b.page, b.bbox),) + b.extra_regions  # type: ignore[operator]
-    block = replace(a, text=join_lines([a.text, b.text]), extra_regions=regions)
+    lines = {_LINES: a.attrs.get(_LINES, []) + b.attrs.get(_LINES, [])}
+    block = replace(a, text=join_lines([a.text, b.text]), extra_regions=regions, attrs={**a.attrs, **lines})
     return _Placed(block, second.flow, second.size, second.open_end)
 
 
@@ -467,6 +470,39 @@ def _furniture_block(line: Line, kind: str, info: PageInfo) -> Block:
 
 def _bbox(box: tuple[float, float, float, float], info: PageInfo):
     return normalize_bbox(*box, width=info.width, height=info.height)
+
+
+# -- line boxes -----------------------------------------------------------------------
+
+_LINES = "_lines"  # while laying out: (text, page, bbox) per line; with_line_spans() turns it into "lines"
+
+
+def with_line_spans(block: Block) -> Block:
+    """The block with ``attrs["lines"] = [[start, end, page, x0, y0, x1, y1], ...]``: each
+    line's characters in ``block.text`` and its box, so evidence can point at lines. Lines
+    that cannot be placed (text changed by joining) leave the block without ``lines``."""
+    attrs = dict(block.attrs)
+    raw = attrs.pop(_LINES, None)
+    spans = locate_lines(block.text, [text for text, _, _ in raw]) if raw and len(raw) > 1 else None
+    if spans is not None:
+        attrs["lines"] = [[a, b, page, *(round(v, 4) for v in bbox)] for (a, b), (_, page, bbox) in zip(spans, raw)]
+    return replace(block, attrs=attrs)
+
+
+def locate_lines(text: str, lines: list[str]) -> list[tuple[int, int]] | None:
+    """Each line's (start, end) in ``text``, in order; None when one is not found."""
+    spans, cursor = [], 0
+    for line in lines:
+        piece = clean_text(line)
+        for candidate in (piece, clean_text(LIST_MARKER.sub("", piece, count=1)), piece.rstrip("-\u2010")):
+            found = text.find(candidate, cursor) if candidate else -1
+            if found >= 0 and not text[cursor:found].strip():
+                spans.append((found, found + len(candidate)))
+                cursor = found + len(candidate)
+                break
+        else:
+            return None
+    return spans
 
 
 # -- text normalization ---------------------------------------------------------------

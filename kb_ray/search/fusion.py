@@ -1,12 +1,24 @@
-"""Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = Σ w_r / (k + rank_r(d))``.
+"""Fusing best-first retriever lists into one ranking (``search.fusion``).
+
+* ``rrf`` — reciprocal rank fusion (Cormack et al. 2009): ``score(d) = Σ w_r / (k + rank_r(d))``.
+* ``minmax`` / ``zscore`` — a convex combination of normalized scores:
+  ``score(d) = Σ w_r · norm_r(s_r(d))`` where ``norm_r`` rescales retriever ``r``'s scores
+  over its own list to [0, 1] (min-max) or to z-scores; a document missing from a list
+  gets that list's lowest normalized value (0 for min-max).
 
 Pure and deterministic: retrievers are summed in sorted-name order (so the order of the
-input mapping cannot change a float), and equal scores are ordered by id.
+input mapping cannot change a float), and equal scores are ordered by ``tie_keys[id]``
+(a location-independent key; absent: empty) and then by id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+FUSIONS = ("rrf", "minmax", "zscore")
+Scored = Sequence[tuple[str, float]]
 
 
 def rrf(
@@ -14,8 +26,9 @@ def rrf(
     *,
     k: int = 60,
     weights: Mapping[str, float] | None = None,
+    tie_keys: Mapping[str, str] | None = None,
 ) -> list[tuple[str, float]]:
-    """Fuse best-first id lists into ``[(id, score)]``, best first, ties by id.
+    """Fuse best-first id lists into ``[(id, score)]``, best first.
 
     Ranks are 1-based; an id repeated within one list counts at its first rank; a
     retriever missing from ``weights`` has weight 1.
@@ -28,4 +41,65 @@ def rrf(
         weight = float(weights.get(name, 1.0))
         for rank, item in enumerate(dict.fromkeys(ranked_lists[name]), start=1):
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)
-    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+    return _ordered(scores, tie_keys)
+
+
+def convex(
+    scored_lists: Mapping[str, Scored],
+    *,
+    normalization: str = "minmax",
+    weights: Mapping[str, float] | None = None,
+    tie_keys: Mapping[str, str] | None = None,
+) -> list[tuple[str, float]]:
+    """Fuse best-first ``(id, score)`` lists by a weighted sum of normalized scores."""
+    normalize = _NORMALIZERS.get(normalization)
+    if normalize is None:
+        raise ValueError(f"unknown score normalization {normalization!r}; use minmax or zscore")
+    weights = weights or {}
+    normalized = {}
+    for name in sorted(scored_lists):
+        items = dict(reversed(list(scored_lists[name])))  # an id repeated counts at its first (best) place
+        values = normalize(np.array(list(items.values()), dtype=np.float64))
+        normalized[name] = (dict(zip(items, values.tolist())), float(values.min()) if len(values) else 0.0)
+    ids = {item for table, _ in normalized.values() for item in table}
+    scores = {item: 0.0 for item in ids}
+    for name in sorted(normalized):
+        table, floor = normalized[name]
+        weight = float(weights.get(name, 1.0))
+        for item in sorted(ids):
+            scores[item] += weight * table.get(item, floor)
+    return _ordered(scores, tie_keys)
+
+
+def fuse(scored_lists: Mapping[str, Scored], *, method: str = "rrf", rrf_k: int = 60,
+         weights: Mapping[str, float] | None = None,
+         tie_keys: Mapping[str, str] | None = None) -> list[tuple[str, float]]:
+    """``search.fusion`` dispatch: ``rrf`` uses the ranks, ``minmax``/``zscore`` the scores."""
+    if method == "rrf":
+        return rrf({n: [item for item, _ in items] for n, items in scored_lists.items()}, k=rrf_k,
+                   weights=weights, tie_keys=tie_keys)
+    if method not in FUSIONS:
+        raise ValueError(f"unknown fusion {method!r}; use one of {', '.join(FUSIONS)}")
+    return convex(scored_lists, normalization=method, weights=weights, tie_keys=tie_keys)
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    if not len(values):
+        return values
+    span = values.max() - values.min()
+    return (values - values.min()) / span if span > 0 else np.ones_like(values)
+
+
+def _zscore(values: np.ndarray) -> np.ndarray:
+    if not len(values):
+        return values
+    std = values.std()
+    return (values - values.mean()) / std if std > 0 else np.zeros_like(values)
+
+
+_NORMALIZERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"minmax": _minmax, "zscore": _zscore}
+
+
+def _ordered(scores: Mapping[str, float], tie_keys: Mapping[str, str] | None) -> list[tuple[str, float]]:
+    keys = tie_keys or {}
+    return sorted(scores.items(), key=lambda pair: (-pair[1], keys.get(pair[0], ""), pair[0]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb_ray.search.evidence import ChunkText
 from kb_ray.search.shard import SearchShard
 
 
@@ -48,5 +49,35 @@ def hydrate(candidate: Candidate, shard: SearchShard, *, score: float) -> dict[s
         "spans": [(span["start"], span["end"]) for span in row["spans"] or []],
         "pages": list(row["pages"] or []),
         "regions": [{"page": r["page"], "bbox": [round(r[c], 4) for c in ("x0", "y0", "x1", "y1")]} for r in row["regions"] or []],
-        "heading_path": list(row["heading_path"] or []),
+        "heading_path": list(row["heading_path"] or []), "ordinal": row.get("ordinal"),
     }
+
+
+def chunk_text(candidate: Candidate, shard: SearchShard) -> ChunkText:
+    """The text, spans and element regions evidence selection reads for one chunk hit."""
+    table = shard.hydration
+    row = {name: table.column(name)[candidate.row].as_py()
+           for name in ("text", "spans", "regions", "element_regions") if name in table.column_names}
+    fallback = tuple({"page": r["page"], "bbox": [round(r[c], 4) for c in ("x0", "y0", "x1", "y1")]}
+                     for r in row["regions"] or [])
+    return ChunkText(text=row["text"], spans=tuple((s["start"], s["end"]) for s in row["spans"] or []),
+                     element_regions=tuple(row.get("element_regions") or ()), fallback_regions=fallback)
+
+
+class ChunkLocator:
+    """(version_id, ordinal) → that chunk's text row, across the shards of one generation."""
+
+    def __init__(self, shards: list[SearchShard]) -> None:
+        self._shards = shards
+        self._where: dict[tuple[str, int], tuple[int, int]] | None = None
+
+    def __call__(self, version_id: str, ordinal: int) -> dict[str, Any] | None:
+        if self._where is None:
+            self._where = {(vid, int(o)): (n, row) for n, shard in enumerate(self._shards)
+                           for row, (vid, o) in enumerate(zip(shard.hydration.column("version_id").to_pylist(),
+                                                              shard.hydration.column("ordinal").to_pylist()))}
+        place = self._where.get((version_id, ordinal))
+        if place is None:
+            return None
+        table = self._shards[place[0]].hydration
+        return {name: table.column(name)[place[1]].as_py() for name in ("chunk_id", "ordinal", "text", "heading_path")}

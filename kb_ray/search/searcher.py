@@ -2,7 +2,8 @@
 
 Per query: validate → compile filters and the hydration gate into one row mask per shard
 → dense (FAISS) and lexical (BM25) top-n per shard with that mask applied before top-k →
-gather across shards → RRF → optional cross-encoder rerank → hydrate ``k`` hits. Because
+gather across shards → fusion (``search.fusion``: RRF or a convex combination of normalized
+scores, kb_ray.search.fusion) → optional cross-encoder rerank → hydrate ``k`` hits. Because
 the gate (documents' current active versions, re-read every ``gate_max_age_s`` seconds)
 is part of the mask, tombstoned or superseded chunks never take a slot, and a query
 returns exactly ``k`` hits whenever at least ``k`` allowed chunks match.
@@ -25,12 +26,13 @@ from kb_ray.index.generations import GenerationError, load_manifest, local_gener
 from kb_ray.index.manifest import GenerationManifest
 from kb_ray.search.errors import SearchRequestError
 from kb_ray.search.filters import parse_filters
-from kb_ray.search.fusion import rrf
+from kb_ray.search.fusion import fuse
 from kb_ray.search.gate import ActivePointers
-from kb_ray.search.hits import Candidate, gather, hydrate
+from kb_ray.search.assembly import HitAssembler, dense_floor
+from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import CrossEncoderReranker, Reranker
-from kb_ray.search.shard import SearchShard
+from kb_ray.search.shard import SearchShard, gather_ranked
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +50,11 @@ class SearchResult:
     k: int
     reranked: bool
     timing_ms: dict[str, float] = field(default_factory=dict)
+    abstain: bool | None = None  # best hit confidence < search.abstain_below (None: no threshold known)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": self.hits, "generation": self.generation, "mode": self.mode, "k": self.k,
-                "reranked": self.reranked, "timing_ms": self.timing_ms}
+                "reranked": self.reranked, "abstain": self.abstain, "timing_ms": self.timing_ms}
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class _Loaded:
     manifest: GenerationManifest
     shards: list[SearchShard]
     pages: PageIndex | None = None
+    locator: ChunkLocator | None = None
 
 
 class _Timer:
@@ -92,6 +96,7 @@ class HybridSearcher:
         self.reranker = reranker
         self._embedder = embedder
         self._lock = threading.Lock()
+        self.assembler = HitAssembler(config.search, embedder=self._get_embedder)
         self._loaded = self._load(generation_id or self._current())
 
     @classmethod
@@ -142,21 +147,26 @@ class HybridSearcher:
         pages = PageIndex.load(folder, manifest.pages) if manifest.pages else None
         logger.info("loaded generation %s (%d chunks, %d shards, %d pages)", generation_id, manifest.rows,
                     len(shards), manifest.pages["rows"] if manifest.pages else 0)
-        return _Loaded(manifest, shards, pages)
+        return _Loaded(manifest, shards, pages, ChunkLocator(shards))
 
     # -- searching ---------------------------------------------------------------------
 
     def search(self, query: str = "", *, k: int | None = None, mode: Mode = "hybrid",
                filters: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,
-               rerank: bool | None = None, query_multivector: np.ndarray | None = None) -> SearchResult:
-        """Top ``k`` hits with citations; ``rerank=None`` reranks when a reranker is set.
+               rerank: bool | None = None, query_multivector: np.ndarray | None = None,
+               context_chars: int = 0) -> SearchResult:
+        """Top ``k`` hits with citations, evidence and confidence; ``rerank=None`` reranks when a
+        reranker is set; ``context_chars`` > 0 adds neighbouring chunks as each hit's ``context``.
 
         Page modes embed the query with the page embedder unless ``query_multivector`` is given."""
         loaded, timer = self._loaded, _Timer()
         k = self._validate(query, k=k, mode=mode, query_vector=query_vector, loaded=loaded,
                            query_multivector=query_multivector)
+        self._check_context(context_chars)
         masks, page_mask = self._masks(loaded, filters)
         timer.lap("filter")
+        if mode in DENSE_MODES:  # embedded once: retrieval and evidence scoring share it
+            query_vector = self._query_vector(query, query_vector, loaded.manifest)
         do_rerank = self.reranker is not None and rerank is not False
         if rerank and self.reranker is None:
             raise SearchRequestError("rerank was requested but no reranker is configured (search.rerank_model_path)")
@@ -165,15 +175,42 @@ class HybridSearcher:
         if mode in PAGE_MODES:
             ranked["page"] = self._page_retrieve(loaded, query, n=n, mask=page_mask, given=query_multivector)
             timer.lap("page")
-        candidates = self._fuse(ranked)
+        candidates = self._fuse(ranked, loaded)
         timer.lap("fuse")
         if do_rerank:
             candidates = self._rerank(query, candidates, loaded)
             timer.lap("rerank")
         hits = [self._hydrate(c, loaded, query, do_rerank) for c in candidates[:k]]
         timer.lap("hydrate")
+        abstain = self._assemble(hits, candidates, loaded, query, query_vector, k=k, context_chars=context_chars)
+        timer.lap("evidence")
         return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
-                            reranked=do_rerank, timing_ms=timer.total())
+                            reranked=do_rerank, timing_ms=timer.total(), abstain=abstain)
+
+    # -- hit assembly: evidence, confidence, context (never reorders) ---------------------
+
+    def _assemble(self, hits: list[dict[str, Any]], candidates: list[Candidate], loaded: _Loaded, query: str,
+                  query_vector: np.ndarray | None, *, k: int, context_chars: int) -> bool | None:
+        chunks = [None if c.shard == PAGE_SHARD else chunk_text(c, loaded.shards[c.shard]) for c in candidates[:k]]
+        wants_vector = self.config.search.evidence == "hybrid" and any(c is not None for c in chunks)
+        if wants_vector and not self._embedder_matches(loaded.manifest):
+            query_vector = None  # passages can only be scored against a query vector of the same model
+        elif query_vector is None and wants_vector and query.strip():
+            query_vector = self._query_vector(query, None, loaded.manifest)
+        self.assembler.evidence(query, hits, chunks, query_vector)
+        abstain = self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates))
+        if context_chars:
+            self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
+        return abstain
+
+    def _embedder_matches(self, manifest: GenerationManifest) -> bool:
+        """Whether the configured embedder made this generation's vectors (else evidence is lexical)."""
+        return self._get_embedder().fingerprint == manifest.embedder_fp
+
+    def _check_context(self, context_chars: int) -> None:
+        limit = self.config.search.max_context_chars
+        if isinstance(context_chars, bool) or not isinstance(context_chars, int) or not 0 <= context_chars <= limit:
+            raise SearchRequestError(f"context_chars must be an integer between 0 and {limit}, got {context_chars!r}")
 
     def _validate(self, query: str, *, k: int | None, mode: str, query_vector: np.ndarray | None,
                   loaded: _Loaded, query_multivector: np.ndarray | None) -> int:
@@ -210,11 +247,12 @@ class HybridSearcher:
             vector = self._query_vector(query, query_vector, loaded.manifest)
             timer.lap("embed")
             per_shard = [(s, s.dense(vector, n, m)) for s, m in zip(loaded.shards, masks)]
-            ranked["dense"] = gather(per_shard, n)
+            ranked["dense"] = gather_ranked(per_shard, n)
             timer.lap("dense")
         if mode in LEXICAL_MODES:
-            per_shard = [(s, s.lexical(query, n, m)) for s, m in zip(loaded.shards, masks)]
-            ranked["lexical"] = gather(per_shard, n)
+            channels = self.config.search.lexical_channels
+            per_shard = [(s, s.lexical(query, n, m, channels)) for s, m in zip(loaded.shards, masks)]
+            ranked["lexical"] = gather_ranked(per_shard, n)
             timer.lap("lexical")
         return ranked
 
@@ -262,10 +300,12 @@ class HybridSearcher:
                                           normalize=e.normalize, num_threads=self.config.search.query_threads)
         return self._embedder
 
-    def _fuse(self, ranked: dict[str, list]) -> list[Candidate]:
+    def _fuse(self, ranked: dict[str, list], loaded: _Loaded) -> list[Candidate]:
         where = {cid: (shard, row) for items in ranked.values() for cid, _, shard, row in items}
-        fused = rrf({name: [item[0] for item in items] for name, items in ranked.items()},
-                    k=self.config.search.rrf_k, weights=self.config.search.weights)
+        tie_keys = {cid: loaded.shards[shard].tie_keys[row] for cid, (shard, row) in where.items() if shard != PAGE_SHARD}
+        settings = self.config.search
+        fused = fuse({name: [item[:2] for item in items] for name, items in ranked.items()}, method=settings.fusion,
+                     rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys)
         positions = {name: {item[0]: (rank, item[1]) for rank, item in enumerate(items, 1)}
                      for name, items in ranked.items()}
         candidates = []

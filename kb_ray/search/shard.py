@@ -1,4 +1,6 @@
-"""``SearchShard``: one loaded shard (hydration rows, FAISS index, BM25 index) and its masks."""
+"""``SearchShard``: one loaded shard (hydration rows, FAISS index, BM25 index) and its masks;
+``gather_ranked`` merges per-shard results, equal scores ordered by the location-independent
+``tie_keys`` (kb_ray.index.channels.tie_keys) and then by chunk id."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kb_ray.index.channels import tie_keys
 from kb_ray.index.dense import FaissShard
 from kb_ray.index.lexical import lexical_index_class
 from kb_ray.index.manifest import ShardInfo
@@ -30,6 +33,7 @@ class SearchShard:
         self.dense_index = dense
         self.lexical_index = lexical
         self.chunk_ids: list[str] = hydration.column("chunk_id").to_pylist()
+        self.tie_keys: list[str] = tie_keys(hydration)
         self._metadata: dict[str, list[Any]] = {}
         self._gate: tuple[int, np.ndarray] | None = None
 
@@ -75,10 +79,22 @@ class SearchShard:
             return _empty()
         return self.dense_index.search(query_vector, k, None if mask.all() else mask)
 
-    def lexical(self, query: str, k: int, mask: np.ndarray) -> Rows:
+    def lexical(self, query: str, k: int, mask: np.ndarray, weights: dict[str, float] | None = None) -> Rows:
+        """BM25 top ``k``; ``weights``: channel weights of the bm25 index (baselines ignore them)."""
         if self.lexical_index is None or not mask.any():
             return _empty()
-        return self.lexical_index.search(query, k, None if mask.all() else mask)
+        return self.lexical_index.search(query, k, None if mask.all() else mask, weights=weights)
+
+
+def gather_ranked(per_shard: list[tuple[SearchShard, Rows]], n: int) -> list[tuple[str, float, int, int]]:
+    """The best ``n`` (chunk_id, score, shard, row) across shards; ties by tie key, then id."""
+    merged = [
+        (shard.tie_keys[int(row)], shard.chunk_ids[int(row)], float(score), shard.info.shard, int(row))
+        for shard, (rows, scores) in per_shard
+        for row, score in zip(rows, scores)
+    ]
+    merged.sort(key=lambda item: (-item[2], item[0], item[1]))
+    return [item[1:] for item in merged[:n]]
 
 
 def _empty() -> Rows:

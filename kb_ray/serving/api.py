@@ -20,6 +20,8 @@ class SearchRequest(BaseModel):
     filter: dict[str, Any] | None = Field(None, description="closed vocabulary: collection, document_ids, "
                                           "tags_any, tags_all, mime, created_after, created_before, metadata")
     rerank: bool | None = Field(None, description="None: rerank when a reranker is configured")
+    context_chars: int = Field(0, ge=0, description="0: no context; else each chunk hit gets up to this many "
+                               "characters of neighbouring chunks of its section as `context` (ranking unchanged)")
 
 
 def merge_rerank(hits: list[dict[str, Any]], scores: list[float], *, k: int) -> list[dict[str, Any]]:
@@ -36,14 +38,38 @@ def merge_rerank(hits: list[dict[str, Any]], scores: list[float], *, k: int) -> 
 
 
 def citation_line(hit: dict[str, Any]) -> str:
-    """``title, page N, box [..]: "quote"`` — how the CLI prints a hit."""
+    """``title, page N, box [..] (confidence 0.87): "evidence"`` — how the CLI prints a hit: the
+    evidence passage and its place when there is one, else the chunk's quote and first region."""
     where = hit.get("title") or hit.get("uri") or hit["document_id"]
-    regions = hit.get("regions") or []
+    evidence = hit.get("evidence")
+    regions = (evidence or hit).get("regions") or []
     if regions:
         box = ", ".join(f"{v:.2f}" for v in regions[0]["bbox"])
         where += f", page {regions[0]['page']}, box [{box}]"
+    if hit.get("confidence") is not None:
+        where += f" (confidence {hit['confidence']:.2f})"
     if hit.get("quote") is None:  # a generated figure description: say so, never pass it off as a quote
         text = " ".join((hit.get("text") or "").split())
         return f"{where}: [figure, described by a model] {text[:240]}{'…' if len(text) > 240 else ''}"
-    quote = " ".join(hit["quote"].split())
+    quote = " ".join((evidence["quote"] if evidence else hit["quote"]).split())
     return f'{where}: "{quote[:240]}{"…" if len(quote) > 240 else ""}"'
+
+
+def abstain_line(result: dict[str, Any]) -> str:
+    """One line on whether the corpus seems to answer the query (the response's ``abstain``)."""
+    best = max((h["confidence"] for h in result.get("hits") or [] if h.get("confidence") is not None), default=None)
+    shown = "–" if best is None else f"{best:.2f}"
+    if result.get("abstain"):
+        return f"ABSTAIN: no hit is confident enough (best confidence {shown}); the corpus may not answer this"
+    return f"best confidence {shown}"
+
+
+def context_pieces(hit: dict[str, Any], *, width: int = 160) -> list[str]:
+    """The hit's context chunks (before, then after), each on one shortened line."""
+    context = hit.get("context") or {}
+    pieces = []
+    for side in ("before", "after"):
+        for chunk in context.get(side) or []:
+            text = " ".join(chunk["text"].split())
+            pieces.append(f"({side}) {text[:width]}{'…' if len(text) > width else ''}")
+    return pieces

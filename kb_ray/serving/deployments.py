@@ -67,7 +67,8 @@ class ShardSearcher:
             self.searcher.refresh()
         try:
             result = self.searcher.search(request["query"], k=request["k"], mode=request["mode"],
-                                          filters=request.get("filter"), query_vector=query_vector, rerank=False)
+                                          filters=request.get("filter"), query_vector=query_vector, rerank=False,
+                                          context_chars=request.get("context_chars", 0))
         except (SearchRequestError, FilterError) as exc:
             return {"error": str(exc)}
         return result.to_dict()

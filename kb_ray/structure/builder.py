@@ -49,6 +49,8 @@ class StructureBuilder:
                 gap = separator(previous, block)
                 start = offset + len(gap) + len(piece.prefix)
                 element.text, element.span = piece.text, (start, start + len(piece.text))
+                if piece.text != block.text:  # line offsets (PDF "lines") are into the block's text
+                    element.attrs.pop("lines", None)
                 parts.append(gap + piece.prefix + piece.text + piece.suffix)
                 offset = element.span[1] + len(piece.suffix)
                 previous = block

@@ -456,3 +456,37 @@ def test_reading_order_keeps_every_line_once(specs):
     lines = [line(f"w{i}", 40 + 200 * col, 60 + 12 * row, width) for i, (col, row, width) in enumerate(specs)]
     words = sorted(word for flow in reading_order(lines) for l in flow for word in l.text.split())
     assert words == sorted(l.text for l in lines)
+
+
+def test_line_boxes_map_each_line_to_its_characters_hyphenation_and_markers_included():
+    def draw(canvas):
+        text_at(canvas, 72, 700, "The manu-")
+        text_at(canvas, 72, 688, "al explains the well-")
+        text_at(canvas, 72, 676, "Known method.")
+        text_at(canvas, 72, 640, "• Bread that is long enough to wrap onto")
+        text_at(canvas, 82, 628, "a continuation line")
+
+    blocks = parse(make_pdf([draw])).blocks
+    paragraph_block, item = blocks[0], kinds(parse(make_pdf([draw])), "list_item")[0]
+    assert [paragraph_block.text[a:b] for a, b, *_ in paragraph_block.attrs["lines"]] == [
+        "The manu", "al explains the well-", "Known method."]
+    assert [item.text[a:b] for a, b, *_ in item.attrs["lines"]] == [
+        "Bread that is long enough to wrap onto", "a continuation line"]
+    tops = [line[4] for line in paragraph_block.attrs["lines"]]
+    assert tops == sorted(tops) and all(line[2] == 1 for line in paragraph_block.attrs["lines"])
+
+
+@pytest.mark.parametrize("pdf", GOLDEN_PDFS, ids=lambda p: p.name)
+def test_golden_line_boxes_lie_inside_their_block_and_cover_its_text(pdf):
+    result = parse(pdf.read_bytes())
+    multi_line = [b for b in result.blocks if "lines" in b.attrs]
+    assert multi_line or pdf.name == "figure.pdf"
+    for block in multi_line:
+        regions = [(block.page, block.bbox), *block.extra_regions]  # a continuation may sit on the same page
+        cursor = 0
+        for start, end, page, *box in block.attrs["lines"]:
+            assert cursor <= start < end <= len(block.text) and not block.text[cursor:start].strip()
+            assert any(p == page and o[0] - 1e-3 <= box[0] <= box[2] <= o[2] + 1e-3
+                       and o[1] - 1e-3 <= box[1] <= box[3] <= o[3] + 1e-3 for p, o in regions)
+            cursor = end
+        assert cursor == len(block.text)

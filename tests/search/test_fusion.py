@@ -1,7 +1,8 @@
-"""RRF: order invariance and deterministic ties (property-based)."""
+"""Fusion: RRF and convex combinations; order invariance and deterministic ties (property-based)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,3 +33,50 @@ def test_rrf_ties_are_broken_by_id_and_weights_apply():
     fused = rrf({"a": ["x"], "b": ["y"]}, weights={"b": 2.0})
     assert [item for item, _ in fused] == ["y", "x"]
     assert rrf({"a": ["z", "y"]}, k=0) == [("z", 1.0), ("y", 0.5)]
+
+
+# -- convex combination of normalized scores -------------------------------------------------
+
+from kb_ray.search.fusion import convex, fuse  # noqa: E402
+
+scored = st.lists(st.tuples(st.sampled_from([f"ch_{i}" for i in range(12)]), st.floats(-5, 50)), max_size=10)
+scored_lists = st.dictionaries(st.sampled_from(["dense", "lexical", "pages"]), scored, max_size=3)
+
+
+@given(scored_lists, weights, st.sampled_from(["minmax", "zscore"]), st.randoms())
+def test_convex_is_invariant_to_the_order_of_input_lists(lists_, weight_map, normalization, random):
+    names = list(lists_)
+    random.shuffle(names)
+    shuffled = {name: lists_[name] for name in names}
+    assert convex(shuffled, normalization=normalization, weights=weight_map) == \
+        convex(lists_, normalization=normalization, weights=weight_map)
+
+
+def test_minmax_rescales_each_list_and_weights_apply():
+    lists_ = {"dense": [("a", 0.9), ("b", 0.5), ("c", 0.1)], "lexical": [("c", 30.0), ("a", 10.0)]}
+    fused = dict(convex(lists_, weights={"dense": 0.5, "lexical": 0.5}))
+    assert fused == {"a": 0.5 * 1.0 + 0.5 * 0.0, "b": 0.5 * 0.5, "c": 0.5 * 0.0 + 0.5 * 1.0}
+    assert [item for item, _ in convex(lists_, weights={"dense": 0.2, "lexical": 0.8})] == ["c", "a", "b"]
+
+
+def test_zscore_gives_a_missing_document_the_lists_lowest_value():
+    lists_ = {"dense": [("a", 3.0), ("b", 1.0)], "lexical": [("b", 5.0), ("c", 5.0)]}
+    fused = dict(convex(lists_, normalization="zscore"))
+    assert fused["a"] == 1.0 + 0.0 and fused["b"] == -1.0 + 0.0 and fused["c"] == -1.0 + 0.0  # lexical: equal, z = 0
+
+
+def test_ties_follow_the_tie_keys_then_the_id():
+    lists_ = {"a": ["x", "y"], "b": ["y", "x"]}
+    assert [i for i, _ in rrf(lists_, tie_keys={"x": "2", "y": "1"})] == ["y", "x"]
+    assert [i for i, _ in rrf(lists_, tie_keys={"x": "1", "y": "1"})] == ["x", "y"]
+    assert [i for i, _ in convex({"d": [("x", 1.0), ("y", 1.0)]}, tie_keys={"x": "b", "y": "a"})] == ["y", "x"]
+
+
+def test_fuse_dispatches_and_rejects_unknown_methods():
+    lists_ = {"dense": [("a", 0.9), ("b", 0.5)], "lexical": [("b", 4.0)]}
+    assert fuse(lists_, method="rrf", rrf_k=60) == rrf({"dense": ["a", "b"], "lexical": ["b"]}, k=60)
+    assert fuse(lists_, method="minmax") == convex(lists_)
+    with pytest.raises(ValueError, match="unknown fusion"):
+        fuse(lists_, method="borda")
+    with pytest.raises(ValueError, match="normalization"):
+        convex(lists_, normalization="rank")

@@ -50,6 +50,23 @@ def test_a_known_answer_comes_back_cited_with_page_and_box(service):
     assert set(hit["ranks"]) >= {"dense", "lexical", "fused"} and "total_service" in result["timing_ms"]
 
 
+def test_hits_carry_evidence_confidence_and_context_and_the_response_abstain(service):
+    result = search(query="mechanical seal kit part number for the AquaFlow pump", k=3, rerank=False,
+                    context_chars=400).json()
+    assert isinstance(result["abstain"], bool)
+    for hit in result["hits"]:
+        evidence = hit["evidence"]
+        assert evidence["quote"] and evidence["quote"] in hit["text"] and len(evidence["spans"]) == 1
+        assert set(evidence["pages"]) <= set(hit["pages"]) and 0.0 <= hit["confidence"] <= 1.0
+        assert sum(len(c["text"]) for c in hit["context"]["before"] + hit["context"]["after"]) <= 400
+    seal = next(hit for hit in result["hits"] if "AF-SK-118" in hit["text"])
+    assert "AF-SK-118" in seal["evidence"]["quote"] and len(seal["evidence"]["quote"]) < len(seal["text"])
+    unrelated = search(query="who won the 1998 football world cup final in Paris", k=3, rerank=False).json()
+    assert max(h["confidence"] for h in unrelated["hits"]) < max(h["confidence"] for h in result["hits"])
+    assert "context" not in unrelated["hits"][0]
+    assert search(query="pump", k=3, context_chars=-1).status_code == 422
+
+
 def test_rerank_through_the_reranker_deployment(service):
     result = search(query="day pass price", k=5, rerank=True).json()
     assert result["reranked"] is True and len(result["hits"]) == 5

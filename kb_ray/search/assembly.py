@@ -1,0 +1,77 @@
+"""What a hydrated hit gains after ranking: evidence, confidence and (asked for) context.
+
+:class:`HitAssembler` is called by ``HybridSearcher.search`` on the final ``k`` hits; it
+never reorders them. Evidence (kb_ray/search/evidence.py) is scored by query-word coverage
+and, with ``search.evidence = "hybrid"``, by the packaged text embedder's cosine of every
+candidate passage (one batch per query). Confidence (kb_ray/search/confidence.py) reads
+the hits' raw dense/BM25 scores and the evidence signals; ``abstain`` is true when the best
+confidence is under ``search.abstain_below``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kb_ray.config import SearchSettings
+from kb_ray.search.confidence import DEFAULT_MODEL_PATH, ConfidenceModel, abstains, hit_features
+from kb_ray.search.context import hit_context
+from kb_ray.search.evidence import ChunkText, select_evidence
+
+logger = logging.getLogger(__name__)
+
+
+class HitAssembler:
+    """Adds ``evidence``, ``confidence`` and ``context`` to hits; decides ``abstain``."""
+
+    def __init__(self, settings: SearchSettings, *, embedder: Callable[[], Any]) -> None:
+        self.settings = settings
+        self._embedder = embedder  # called lazily: only "hybrid" evidence embeds passages
+        self.model = ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH)
+        fitted = (self.model.info or {}).get("evidence")
+        if fitted and fitted != settings.evidence:
+            logger.warning("the confidence model was fitted with search.evidence=%s but it is %s: confidences and "
+                           "abstain are not calibrated (refit: python -m kb_ray.eval.calibrate)", fitted, settings.evidence)
+        default = self.model.abstain_below
+        self.abstain_below = settings.abstain_below if settings.abstain_below is not None else default
+
+    def evidence(self, query: str, hits: list[dict[str, Any]], chunks: list[ChunkText | None],
+                 query_vector: np.ndarray | None) -> None:
+        """Set ``hit["evidence"]`` (``None`` for generated or page hits)."""
+        mode = self.settings.evidence
+        quotable = [i for i, chunk in enumerate(chunks) if chunk is not None and hits[i].get("quote") is not None]
+        for hit in hits:
+            hit["evidence"] = None
+        if mode == "none" or not quotable:
+            return
+        embed = self._embedder().embed_texts if mode == "hybrid" and query_vector is not None else None
+        found = select_evidence(query, [chunks[i] for i in quotable], query_vector=query_vector, embed=embed)
+        for i, evidence in zip(quotable, found):
+            hits[i]["evidence"] = evidence
+
+    def confidence(self, query: str, hits: list[dict[str, Any]], *, dense_floor: float | None) -> bool | None:
+        """Set ``hit["confidence"]``; return ``abstain`` (None when no threshold is known)."""
+        features = [hit_features(hit, query=query, dense_floor=dense_floor) for hit in hits]
+        for hit, value, raw in zip(hits, self.model.predict(features), features):
+            hit["confidence"], hit["confidence_features"] = value, {k: round(v, 4) for k, v in raw.items()}
+        if self.abstain_below is None:
+            return None
+        return abstains([hit["confidence"] for hit in hits], below=self.abstain_below)
+
+    def context(self, hits: list[dict[str, Any]], *, context_chars: int,
+                neighbour: Callable[[str, int], dict[str, Any] | None]) -> None:
+        """Set ``hit["context"]`` for chunk hits (``context_chars`` > 0 only)."""
+        for hit in hits:
+            if hit.get("kind") == "chunk" and hit.get("ordinal") is not None:
+                hit["context"] = hit_context(version_id=hit["version_id"], ordinal=hit["ordinal"],
+                                             heading_path=hit.get("heading_path") or [],
+                                             context_chars=context_chars, neighbour=neighbour)
+
+
+def dense_floor(candidates: list[Any]) -> float | None:
+    """The lowest dense cosine among the fused candidates: an upper bound for hits dense missed."""
+    values = [c.scores.get("dense") for c in candidates if c.scores.get("dense") is not None]
+    return float(min(values)) if values else None

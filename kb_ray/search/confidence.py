@@ -1,0 +1,121 @@
+"""Confidence of a hit in [0, 1] from the retrievers' raw signals, and the abstain decision.
+
+RRF scores only reflect ranks, so they cannot tell a no-answer question from an answerable
+one. Confidence is a small logistic model over raw, per-hit signals that exist whatever the
+fusion (:data:`FEATURES`):
+
+* ``dense`` — the hit's cosine to the query (when dense did not retrieve it: the lowest
+  cosine dense retrieved, an upper bound);
+* ``lexical`` — ``log1p`` of the hit's raw BM25 score divided by the query's content-word
+  count (0 when lexical did not retrieve it), so long queries do not look surer;
+* ``evidence_cosine`` / ``evidence_coverage`` — the evidence passage's cosine to the query
+  and the share of the query's content words it contains (kb_ray/search/evidence.py);
+* ``agree`` — 1 when both dense and lexical retrieved the hit.
+
+Coefficients live in a versioned JSON artifact (``confidence_model.json`` beside this file),
+fitted on a dev split by ``python -m kb_ray.eval.calibrate`` (see docs/search.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kb_ray.search.evidence import query_terms
+
+FEATURES = ("dense", "lexical", "evidence_cosine", "evidence_coverage", "agree")
+DEFAULT_MODEL_PATH = Path(__file__).with_name("confidence_model.json")
+MODEL_FORMAT = "kb-ray-confidence/1"
+
+
+class ConfidenceModelError(ValueError):
+    """The confidence artifact is missing, malformed or names other features."""
+
+
+def hit_features(hit: dict[str, Any], *, query: str, dense_floor: float | None) -> dict[str, float]:
+    """The raw signals of one hit (see the module docstring); missing signals count as 0."""
+    scores = hit.get("scores") or {}
+    dense, lexical = scores.get("dense"), scores.get("lexical")
+    signals = (hit.get("evidence") or {}).get("signals") or {}
+    terms = max(1, len(query_terms(query)))
+    return {
+        "dense": float(dense if dense is not None else (dense_floor if dense_floor is not None else 0.0)),
+        "lexical": math.log1p(max(0.0, float(lexical))) / terms if lexical is not None else 0.0,
+        "evidence_cosine": float(signals.get("cosine", 0.0)),
+        "evidence_coverage": float(signals.get("coverage", 0.0)),
+        "agree": float(dense is not None and lexical is not None),
+    }
+
+
+@dataclass(frozen=True)
+class ConfidenceModel:
+    """``confidence = sigmoid(intercept + sum(coef[f] * (x[f] - mean[f]) / scale[f]))``."""
+
+    coef: dict[str, float]
+    intercept: float
+    mean: dict[str, float]
+    scale: dict[str, float]
+    abstain_below: float | None = None
+    info: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_MODEL_PATH) -> ConfidenceModel:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfidenceModelError(f"cannot read the confidence model {path}: {exc}") from exc
+        if data.get("format") != MODEL_FORMAT or set(data.get("features", [])) != set(FEATURES):
+            raise ConfidenceModelError(f"{path} is not a {MODEL_FORMAT} model over {FEATURES}: refit it with "
+                                       "python -m kb_ray.eval.calibrate")
+        return cls(coef=data["coef"], intercept=float(data["intercept"]), mean=data["mean"], scale=data["scale"],
+                   abstain_below=data.get("abstain_below"), info=data.get("info"))
+
+    def predict(self, features: list[dict[str, float]]) -> list[float]:
+        if not features:
+            return []
+        z = np.full(len(features), self.intercept)
+        for name in FEATURES:
+            x = np.array([f[name] for f in features], dtype=np.float64)
+            z += self.coef[name] * (x - self.mean[name]) / self.scale[name]
+        return [round(float(v), 4) for v in 1.0 / (1.0 + np.exp(-z))]
+
+    def to_json(self) -> str:
+        return json.dumps({"format": MODEL_FORMAT, "features": list(FEATURES), "coef": self.coef,
+                           "intercept": self.intercept, "mean": self.mean, "scale": self.scale,
+                           "abstain_below": self.abstain_below, "info": self.info or {}}, indent=2) + "\n"
+
+
+def fit_logistic(rows: list[dict[str, float]], labels: list[int], *, l2: float = 1.0,
+                 iterations: int = 50) -> ConfidenceModel:
+    """L2-regularized logistic regression by Newton's method on standardized features."""
+    if len(set(labels)) < 2:
+        raise ConfidenceModelError("fitting needs both relevant and non-relevant hits")
+    raw = np.array([[r[name] for name in FEATURES] for r in rows], dtype=np.float64)
+    mean, scale = raw.mean(axis=0), raw.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    x = np.hstack([np.ones((len(rows), 1)), (raw - mean) / scale])
+    y = np.asarray(labels, dtype=np.float64)
+    w = np.zeros(x.shape[1])
+    penalty = np.full(x.shape[1], l2)
+    penalty[0] = 0.0  # the intercept is not shrunk
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        gradient = x.T @ (p - y) + penalty * w
+        hessian = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty)
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return ConfidenceModel(coef={n: float(c) for n, c in zip(FEATURES, w[1:])}, intercept=float(w[0]),
+                           mean={n: float(m) for n, m in zip(FEATURES, mean)},
+                           scale={n: float(s) for n, s in zip(FEATURES, scale)})
+
+
+def abstains(confidences: list[float], *, below: float) -> bool:
+    """Abstain when no hit reaches ``below`` (an empty result always abstains)."""
+    return not confidences or max(confidences) < below

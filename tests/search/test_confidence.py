@@ -1,0 +1,86 @@
+"""Confidence (kb_ray/search/confidence.py): features, the logistic fit, bounds, monotonicity, abstain."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kb_ray.search.confidence import (
+    DEFAULT_MODEL_PATH, FEATURES, ConfidenceModel, ConfidenceModelError, abstains, fit_logistic, hit_features,
+)
+
+
+def _hit(dense=0.5, lexical=5.0, cosine=0.5, cover=0.5):
+    return {"scores": {"dense": dense, "lexical": lexical, "fused": 0.03},
+            "evidence": {"signals": {"cosine": cosine, "coverage": cover}}}
+
+
+def _fitted(seed=0) -> ConfidenceModel:
+    rng = np.random.default_rng(seed)
+    rows, labels = [], []
+    for _ in range(400):
+        good = rng.random() < 0.4
+        shift = 0.25 if good else 0.0
+        rows.append({"dense": rng.normal(0.35 + shift, 0.1), "lexical": rng.normal(0.4 + 2 * shift, 0.2),
+                     "evidence_cosine": rng.normal(0.3 + shift, 0.1), "evidence_coverage": rng.uniform(0, 1),
+                     "agree": float(rng.random() < (0.8 if good else 0.4))})
+        labels.append(int(good))
+    return fit_logistic(rows, labels)
+
+
+def test_features_read_raw_scores_and_fill_what_a_retriever_missed():
+    full = hit_features(_hit(), query="seal kit part", dense_floor=0.2)
+    assert set(full) == set(FEATURES) and full["agree"] == 1.0 and full["dense"] == 0.5
+    assert full["lexical"] == pytest.approx(np.log1p(5.0) / 3)
+    missed = hit_features({"scores": {"dense": None, "lexical": 2.0}}, query="seal", dense_floor=0.2)
+    assert missed["dense"] == 0.2 and missed["agree"] == 0.0 and missed["evidence_cosine"] == 0.0
+
+
+def test_fit_separates_the_classes_and_confidence_is_a_probability():
+    model = _fitted()
+    assert model.coef["dense"] > 0 and model.coef["lexical"] > 0 and model.coef["evidence_cosine"] > 0
+    values = model.predict([hit_features(_hit(d, l, c), query="a b", dense_floor=None)
+                            for d, l, c in [(-1, 0, -1), (0.3, 2, 0.3), (0.9, 50, 0.9), (5, 1e6, 5)]])
+    assert all(0.0 <= v <= 1.0 for v in values) and values == sorted(values) and values[0] < 0.2 < 0.8 < values[-1]
+
+
+def test_confidence_is_monotone_in_each_positively_weighted_signal():
+    model = _fitted(1)
+    for name in ("dense", "lexical", "evidence_cosine"):
+        base = {"dense": 0.4, "lexical": 0.5, "evidence_cosine": 0.3, "evidence_coverage": 0.5, "agree": 1.0}
+        grid = [dict(base, **{name: v}) for v in np.linspace(0, 1, 11)]
+        values = model.predict(grid)
+        assert all(b >= a for a, b in zip(values, values[1:])), (name, values)
+
+
+def test_model_round_trips_through_json_and_rejects_foreign_files(tmp_path):
+    model = _fitted()
+    path = tmp_path / "model.json"
+    path.write_text(model.to_json())
+    again = ConfidenceModel.load(path)
+    rows = [{"dense": 0.3, "lexical": 0.1, "evidence_cosine": 0.2, "evidence_coverage": 1.0, "agree": 0.0}]
+    assert again.predict(rows) == model.predict(rows)
+    path.write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ConfidenceModelError, match="refit"):
+        ConfidenceModel.load(path)
+    with pytest.raises(ConfidenceModelError, match="cannot read"):
+        ConfidenceModel.load(tmp_path / "missing.json")
+
+
+def test_fitting_needs_both_classes():
+    with pytest.raises(ConfidenceModelError, match="both"):
+        fit_logistic([dict.fromkeys(FEATURES, 0.0)] * 3, [0, 0, 0])
+
+
+def test_abstain_when_no_hit_reaches_the_threshold():
+    assert abstains([0.1, 0.3], below=0.5) is True
+    assert abstains([0.1, 0.7], below=0.5) is False
+    assert abstains([], below=0.5) is True
+
+
+def test_the_packaged_model_loads_with_a_threshold_in_range():
+    model = ConfidenceModel.load(DEFAULT_MODEL_PATH)
+    assert model.abstain_below is not None and 0.0 < model.abstain_below < 1.0
+    assert model.info and model.info.get("fitted_on")

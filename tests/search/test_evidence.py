@@ -1,0 +1,104 @@
+"""Evidence selection (kb_ray/search/evidence.py): segmentation, passage choice, spans, regions."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from kb_ray.search.evidence import (
+    ChunkText, candidate_passages, coverage, passage_regions, query_terms, select_evidence, sentence_bounds,
+)
+
+
+def _sentences(text: str) -> list[str]:
+    return [text[a:b] for a, b in sentence_bounds(text)]
+
+
+def test_sentences_split_at_terminal_punctuation_and_line_breaks():
+    text = "The pump is rated at 8 bar. Do not exceed it!\n- Check the seal.\n| a | b |\nIs it primed? Yes."
+    assert _sentences(text) == ["The pump is rated at 8 bar.", "Do not exceed it!", "- Check the seal.",
+                                "| a | b |", "Is it primed?", "Yes."]
+
+
+@pytest.mark.parametrize("text", [
+    "Use a torque wrench, e.g. Model 7, for the bolts.",
+    "See Fig. 3 for the layout.",
+    "Written by J. Smith in 2024.",
+    "The value is 3.5 bar at rest.",
+    "It costs $12.00 per day.",
+])
+def test_abbreviations_initials_and_decimals_do_not_end_a_sentence(text):
+    assert _sentences(text) == [text]
+
+
+def test_every_passage_maps_to_the_same_canonical_characters():
+    rng = random.Random(7)
+    words = "pump seal bar pressure valve. Check it! Why? e.g. Fig. 2 rated 3.5 kW\n- item".split(" ")
+    for _ in range(200):
+        pieces, spans, canonical = [], [], "# Title\n\n"
+        for _ in range(rng.randint(1, 3)):
+            piece = " ".join(rng.choice(words) for _ in range(rng.randint(1, 40))).strip() or "x"
+            canonical += "| h |\n"
+            spans.append((len(canonical), len(canonical) + len(piece)))
+            canonical += piece + "\n\n"
+            pieces.append(piece)
+        text = "\n".join(pieces)
+        for passage in candidate_passages(text, spans):
+            start, end = passage.canonical
+            assert text[passage.start:passage.end] == canonical[start:end]
+            assert any(s <= start and end <= e for s, e in spans)
+
+
+def test_the_passage_with_the_query_words_wins_and_stays_short():
+    text = ("The AF-220 ships with a two-year warranty. The mechanical seal kit has part number AF-SK-118. "
+            "Replace it every 4,000 hours. Store spare parts in a dry place.")
+    found = select_evidence("mechanical seal kit part number", [ChunkText(text, ((100, 100 + len(text)),))])[0]
+    assert found["quote"] == "The mechanical seal kit has part number AF-SK-118."
+    assert found["spans"] == [(100 + text.index("The mechanical"), 100 + text.index("118.") + 4)]
+    assert found["signals"]["coverage"] == 1.0
+
+
+def test_cosines_decide_when_no_word_matches():
+    text = "Alpha sentence here. Beta sentence there. Gamma sentence elsewhere."
+    chunk = ChunkText(text, ((0, len(text)),))
+    passages = candidate_passages(text, chunk.spans)
+    target = next(i for i, p in enumerate(passages) if text[p.start:p.end] == "Beta sentence there.")
+
+    def embed(texts):
+        return np.array([[1.0, 0.0] if t == "Beta sentence there." else [0.0, 1.0] for t in texts], np.float32)
+
+    found = select_evidence("zzz", [chunk], query_vector=np.array([1.0, 0.0]), embed=embed)[0]
+    assert found["quote"] == text[passages[target].start:passages[target].end]
+    assert found["signals"]["cosine"] == 1.0
+
+
+def test_regions_are_those_of_the_lines_the_passage_overlaps():
+    lines = [{"start": 0, "end": 30, "page": 2, "x0": 0.1, "y0": 0.10, "x1": 0.9, "y1": 0.12},
+             {"start": 31, "end": 60, "page": 2, "x0": 0.1, "y0": 0.12, "x1": 0.9, "y1": 0.14},
+             {"start": 61, "end": 90, "page": 3, "x0": 0.1, "y0": 0.05, "x1": 0.9, "y1": 0.07}]
+    assert passage_regions((35, 50), lines) == [{"page": 2, "bbox": [0.1, 0.12, 0.9, 0.14]}]
+    assert [r["page"] for r in passage_regions((20, 70), lines)] == [2, 2, 3]
+
+
+def test_evidence_regions_lie_within_the_chunk_regions_and_fall_back_to_them():
+    text = "First sentence about pumps. Second sentence about seals."
+    element = [{"start": 0, "end": 27, "page": 1, "x0": 0.1, "y0": 0.1, "x1": 0.5, "y1": 0.2},
+               {"start": 28, "end": len(text), "page": 1, "x0": 0.1, "y0": 0.2, "x1": 0.5, "y1": 0.3}]
+    fallback = ({"page": 1, "bbox": [0.1, 0.1, 0.5, 0.3]},)
+    with_lines = ChunkText(text, ((0, len(text)),), tuple(element), fallback)
+    without = ChunkText(text, ((0, len(text)),), (), fallback)
+    a, b = select_evidence("seals", [with_lines, without])
+    assert a["regions"] == [{"page": 1, "bbox": [0.1, 0.2, 0.5, 0.3]}] and a["pages"] == [1]
+    assert b["regions"] == list(fallback)
+
+
+def test_an_empty_chunk_has_no_evidence():
+    assert select_evidence("pump", [ChunkText("   ", ((0, 3),))]) == [None]
+
+
+def test_query_terms_drop_stopwords_unless_nothing_is_left():
+    assert query_terms("What is the seal kit part number?") == {"seal", "kit", "part", "number"}
+    assert query_terms("what is it") == {"what", "is", "it"}
+    assert coverage({"seals", "valve"}, "one seal") == 0.5

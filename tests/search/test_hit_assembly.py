@@ -1,0 +1,93 @@
+"""Evidence, confidence, abstain and context on real hits of the golden catalog."""
+
+from __future__ import annotations
+
+import pytest
+
+from kb_ray.catalog import DeltaCatalog
+from kb_ray.index import build_index
+from kb_ray.search import HybridSearcher, SearchRequestError
+from tests.index_fixtures import GOLDEN_QUERIES, golden_config
+
+
+@pytest.fixture(scope="module")
+def searcher(golden_kb, text_embedder):
+    config = golden_config(golden_kb, "index.shards=1")
+    manifest = build_index(config)
+    return HybridSearcher.open(config, generation_id=manifest.generation_id, embedder=text_embedder)
+
+
+@pytest.fixture(scope="module")
+def canonical(golden_kb):
+    versions = DeltaCatalog.open(golden_kb, create=False).read("versions", columns=["version_id", "canonical_text"])
+    return dict(zip(versions.column("version_id").to_pylist(), versions.column("canonical_text").to_pylist()))
+
+
+def _inside(inner, outer, slack=1e-3):
+    return (outer[0] - slack <= inner[0] <= inner[2] <= outer[2] + slack
+            and outer[1] - slack <= inner[1] <= inner[3] <= outer[3] + slack)
+
+
+def test_evidence_quote_is_the_canonical_text_at_its_span_inside_the_chunk(searcher, canonical):
+    checked = 0
+    for query, _, _ in GOLDEN_QUERIES:
+        for hit in searcher.search(query, k=10).hits:
+            evidence = hit["evidence"]
+            if hit["generated"]:
+                assert evidence is None
+                continue
+            (start, end), = evidence["spans"]
+            assert evidence["quote"] == canonical[hit["version_id"]][start:end] and evidence["quote"].strip()
+            assert any(s <= start and end <= e for s, e in hit["spans"])
+            checked += 1
+    assert checked >= 9 * len(GOLDEN_QUERIES)
+
+
+def test_pdf_evidence_points_at_lines_inside_the_chunk_regions(searcher):
+    narrower = 0
+    for query, filename, quote in GOLDEN_QUERIES:
+        if not filename.endswith(".pdf"):
+            continue
+        for hit in searcher.search(query, k=5).hits:
+            evidence = hit["evidence"]
+            assert evidence["regions"] and set(evidence["pages"]) <= set(hit["pages"])
+            for region in evidence["regions"]:
+                assert any(r["page"] == region["page"] and _inside(region["bbox"], r["bbox"]) for r in hit["regions"])
+            area = sum((r["bbox"][2] - r["bbox"][0]) * (r["bbox"][3] - r["bbox"][1]) for r in evidence["regions"])
+            chunk_area = sum((r["bbox"][2] - r["bbox"][0]) * (r["bbox"][3] - r["bbox"][1]) for r in hit["regions"])
+            narrower += area < 0.75 * chunk_area
+    assert narrower >= 10  # multi-line chunks: the evidence boxes are the passage's lines, not the chunk's blocks
+
+
+def test_known_answers_are_in_their_evidence(searcher):
+    found = 0
+    for query, filename, quote in GOLDEN_QUERIES:
+        hit = next((h for h in searcher.search(query, k=5).hits if h["uri"].endswith(filename) and quote in h["text"]),
+                   None)
+        found += hit is not None and quote in hit["evidence"]["quote"]
+    assert found >= 0.8 * len(GOLDEN_QUERIES)
+
+
+def test_confidence_is_a_probability_and_abstain_a_flag(searcher):
+    result = searcher.search("AquaFlow pump mechanical seal kit part number", k=5)
+    assert isinstance(result.abstain, bool) and result.to_dict()["abstain"] is result.abstain
+    assert all(0.0 <= hit["confidence"] <= 1.0 for hit in result.hits)
+    nonsense = searcher.search("zebra quantum saxophone glacier", k=5)
+    assert max(h["confidence"] for h in nonsense.hits) < max(h["confidence"] for h in result.hits)
+
+
+def test_context_is_bounded_same_section_and_leaves_ranking_alone(searcher):
+    plain = searcher.search("length of the Brenner Hills rail tunnel", k=5)
+    with_context = searcher.search("length of the Brenner Hills rail tunnel", k=5, context_chars=600)
+    assert [h["chunk_id"] for h in plain.hits] == [h["chunk_id"] for h in with_context.hits]
+    assert "context" not in plain.hits[0]
+    for hit in with_context.hits:
+        context = hit["context"]
+        chunks = context["before"] + context["after"]
+        assert context["chars"] == sum(len(c["text"]) for c in chunks) <= 600
+        assert hit["chunk_id"] not in {c["chunk_id"] for c in chunks}
+        assert all(c["ordinal"] < hit["ordinal"] for c in context["before"])
+        assert all(c["ordinal"] > hit["ordinal"] for c in context["after"])
+    assert any(hit["context"]["chars"] for hit in with_context.hits)
+    with pytest.raises(SearchRequestError, match="context_chars"):
+        searcher.search("tunnel", k=3, context_chars=10**9)
