@@ -15,7 +15,6 @@ from typing import Any
 import pyarrow as pa
 
 from kb_ray.catalog.contract import table_spec
-from kb_ray.ingest.record import VERSION_TABLES  # noqa: F401  (the payload tables, declared with the records)
 from kb_ray.model import DocumentVersion, Region
 
 
