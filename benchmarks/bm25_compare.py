@@ -33,7 +33,6 @@ sys.path.insert(0, str(REPO))
 from kb_ray.index.lexical import Bm25sIndex, TantivyIndex  # noqa: E402
 
 
-
 class ChannelTexts:
     """The bm25 index (kb_ray.index.channels) over plain texts: one body channel, one shard."""
 
@@ -133,9 +132,10 @@ def run(kb_root: str | None) -> str:
 
 def sharded_latency(n_docs: int, *, shards: int = 2, n_queries: int = 300) -> str:
     """bm25s per shard (today's default) vs the bm25 channel index per shard, interleaved."""
+    import pyarrow as pa
+
     from kb_ray.index.analyzer import TextAnalyzer
     from kb_ray.index.channels import ChannelBm25Index, channel_statistics, lexical_channels
-    import pyarrow as pa
 
     texts, queries = synthetic_corpus(n_docs, n_queries)
     keys = [f"doc-{i // 5:06d}" for i in range(n_docs)]

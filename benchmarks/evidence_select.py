@@ -17,8 +17,6 @@ import json
 import statistics
 import time
 
-import numpy as np
-
 from kb_ray.search import evidence as ev
 
 SCORERS = {"lexical": (1.0, 0.0), "dense": (0.0, 1.0), "hybrid": (1.0, 1.0), "hybrid_lex2": (2.0, 1.0)}

@@ -90,14 +90,15 @@ VERSIONS = _table(
     """One immutable parse of one document's raw bytes under one pipeline fingerprint
     (``version_id = H(document_id, raw_sha, pipeline_fp)``). Holds the canonical text
     every span points into, the fingerprints of each stage that produced it, status
-    (staged | committed | failed | superseded), counts, and the error of a failed parse.""",
+    (staged | committed | failed | superseded), counts, and of a failed parse its
+    ``reason`` (a code of kb_ray/outcomes.py) and ``error`` (display text "reason: detail").""",
     ("version_id", pa.string()), ("document_id", pa.string()), ("raw_sha", pa.string()),
     ("text_sha", pa.string()), ("pipeline_fp", pa.string()), ("parser", pa.string()),
     ("parser_fp", pa.string()), ("structurer_fp", pa.string()),
     ("chunker_fp", pa.string()), ("mime", pa.string()), ("status", pa.string()),
     ("canonical_text", pa.string()), ("title", pa.string()), ("n_pages", pa.int32()),
     ("n_elements", pa.int32()), ("n_chunks", pa.int32()), ("error", pa.string()),
-    ("run_id", pa.string()), ("created_at", TIMESTAMP),
+    ("run_id", pa.string()), ("created_at", TIMESTAMP), ("reason", pa.string()),
 )
 
 ELEMENTS = _table(
@@ -206,13 +207,16 @@ INGEST_LOG = _table(
     "ingest_log",
     ("run_id", "collection", "uri"),
     """Per-document outcome of a run, one row per source handled in a micro-batch:
-    action (new | changed | unchanged | deleted | failed), status, error reason, timings
-    and chunk count. Append-only; the place to answer "why is this file not searchable".""",
+    action (new | changed | unchanged | deleted | failed), status, ``reason`` (the failure's
+    code, kb_ray/outcomes.py; null unless failed), ``error`` (display text: "reason:
+    detail" of a failure, else the document's notes: parser fallback, page limits, failed
+    captions), timings and chunk count. Append-only; the place to answer "why is this
+    file not searchable".""",
     ("run_id", pa.string()), ("batch", pa.int32()), ("collection", pa.string()),
     ("uri", pa.string()), ("document_id", pa.string()), ("version_id", pa.string()),
     ("action", pa.string()), ("status", pa.string()), ("error", pa.string()),
     ("parse_seconds", pa.float64()), ("total_seconds", pa.float64()),
-    ("n_chunks", pa.int32()), ("logged_at", TIMESTAMP),
+    ("n_chunks", pa.int32()), ("logged_at", TIMESTAMP), ("reason", pa.string()),
 )
 
 INDEX_GENERATIONS = _table(

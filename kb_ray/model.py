@@ -145,7 +145,10 @@ class DocumentVersion:
     elements: list[Element] = field(default_factory=list)
     pages: list[Page] = field(default_factory=list)
     chunks: list[VersionChunk] = field(default_factory=list)
-    error: str | None = None
+    error: str | None = None  # display text of a failure: "reason: detail" (see kb_ray/outcomes.py)
+    reason: str | None = None  # the failure's code, a kb_ray.outcomes.Reason
+    detail: str = ""
+    fallback_from: str | None = None  # the parser that failed before the one that produced this version
     stats: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # did not stop the version: e.g. a parser fallback
     images: dict[str, bytes] = field(default_factory=dict)  # sha256 -> PNG of figure crops (blob store)

@@ -15,6 +15,7 @@ from kb_ray.chunking.recursive import RecursiveChunker
 from kb_ray.chunking.structural import StructuralChunker
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
 from kb_ray.model import DocumentVersion, Page
+from kb_ray.outcomes import Reason, render_error
 from kb_ray.parsing.base import ParseLimits
 from kb_ray.parsing.blocks import ParseResult
 from kb_ray.parsing.router import DEFAULT_ROUTES, DOCLING_PDF_ROUTES, ParserRouter
@@ -78,7 +79,8 @@ class DocumentProcessor:
         parsed = self.router.parse(data, filename=filename or PurePosixPath(key).name, mime=mime, done=parsed_first)
         version = DocumentVersion(
             version_id=version_id, document_id=document_id, raw_sha=raw_sha, pipeline_fp=self.pipeline_fp,
-            parser=parsed.parser, mime=parsed.mime, status="failed", error=parsed.error, title=parsed.title,
+            parser=parsed.parser, mime=parsed.mime, status="failed", error=parsed.error, reason=parsed.reason,
+            detail=parsed.detail, fallback_from=parsed.fallback_from, title=parsed.title,
             pages=[Page(p.page_no, p.width, p.height, p.has_text_layer) for p in parsed.pages],
         )
         version.notes = list(parsed.notes)
@@ -92,7 +94,8 @@ class DocumentProcessor:
     def _structure_and_chunk(self, version: DocumentVersion, blocks: list) -> None:
         structured = self.structurer.build(blocks, version_id=version.version_id)
         if not structured.canonical_text.strip():
-            version.error = "empty: no body text once page headers and footers are set aside"
+            version.reason, version.detail = Reason.EMPTY, "no body text once page headers and footers are set aside"
+            version.error = render_error(version.reason, version.detail)
             return
         version.canonical_text = structured.canonical_text
         version.text_sha = ids.sha256_text(structured.canonical_text)
@@ -101,7 +104,7 @@ class DocumentProcessor:
                                             document_id=version.document_id)
         version.title = version.title or _first_heading(structured.elements)
         version.status = "staged"
-        version.error = None
+        version.error, version.reason, version.detail = None, None, ""
 
 
 def _referenced_images(elements: list, images: dict[str, bytes]) -> dict[str, bytes]:

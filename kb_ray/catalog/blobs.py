@@ -15,7 +15,6 @@ import pyarrow.fs as pafs
 
 from kb_ray.catalog.storage import ensure_dir, filesystem, join_uri, normalize_root
 
-
 BLOB_KINDS = ("pages", "figures")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, Schema, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from kb_ray.catalog import contract
@@ -111,6 +111,7 @@ class DeltaCatalog:
                 contract.SCHEMA_VERSION_KEY
             )
             contract.check_schema_version(found, where=uri)
+            self._add_missing_columns(table_name)
             return
         if not create:
             raise CatalogError(
@@ -118,6 +119,24 @@ class DeltaCatalog:
                 "run `kb-ray ingest` first, or open the catalog with create=True"
             )
         self._create_table(table_name, uri)
+
+    def _add_missing_columns(self, table_name: str) -> None:
+        """Add the nullable columns the contract gained since the table was created (an
+        additive change under the same schema version); old rows read them as null."""
+        present = set(pa.schema(self.delta_table(table_name).schema().to_arrow()).names)
+        missing = [field for field in contract.table_spec(table_name).schema if field.name not in present]
+        if not missing:
+            return
+        if not all(field.nullable for field in missing):
+            raise CatalogError(f"{table_name}: the catalog lacks non-nullable columns {[f.name for f in missing]}; "
+                               "this needs a migration (a new schema version), not an additive change")
+        try:
+            self.delta_table(table_name).alter.add_columns(Schema.from_arrow(pa.schema(missing)).fields)
+        except (CommitFailedError, DeltaError):  # another process added them first
+            self.delta_table(table_name).update_incremental()
+            if not set(f.name for f in missing) <= set(pa.schema(self.delta_table(table_name).schema().to_arrow()).names):
+                raise
+        log.info("added columns %s to catalog table %s", [f.name for f in missing], table_name)
 
     def _create_table(self, table_name: str, uri: str) -> None:
         spec = contract.table_spec(table_name)

@@ -19,7 +19,13 @@ from kb_ray.eval.metrics import (
 )
 from kb_ray.eval.naive import NaiveRetriever, label_by_gold
 from kb_ray.eval.resolve import (
-    CanonicalTexts, GoldSpan, QuoteResolutionError, Resolution, chunk_spans, relevant_chunks, resolve_queries,
+    CanonicalTexts,
+    GoldSpan,
+    QuoteResolutionError,
+    Resolution,
+    chunk_spans,
+    relevant_chunks,
+    resolve_queries,
 )
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,11 @@
 from kb_ray.index.build import build_index, shard_of
 from kb_ray.index.dense import FaissShard
 from kb_ray.index.generations import (
-    GenerationError, drop_generation, load_manifest, read_current, switch_generation,
+    GenerationError,
+    drop_generation,
+    load_manifest,
+    read_current,
+    switch_generation,
 )
 from kb_ray.index.lexical import Bm25sIndex, LexicalIndex, TantivyIndex, lexical_index_class
 from kb_ray.index.manifest import GenerationManifest, ShardInfo

@@ -30,15 +30,22 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import IndexSettings, KbConfig
 from kb_ray.errors import CatalogError
 from kb_ray.index import generations
-from kb_ray.index.dense import build_faiss_index, choose_dense_type
 from kb_ray.index.analyzer import TextAnalyzer
 from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
+from kb_ray.index.dense import build_faiss_index, choose_dense_type
 from kb_ray.index.lexical import lexical_index_class, library_version
-from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.manifest import (
-    DENSE_FILE, HYDRATION_FILE, INDEX_FORMAT_VERSION, LEXICAL_DIR, MANIFEST_NAME,
-    GenerationManifest, ShardInfo, generation_id_for, spec_fingerprint,
+    DENSE_FILE,
+    HYDRATION_FILE,
+    INDEX_FORMAT_VERSION,
+    LEXICAL_DIR,
+    MANIFEST_NAME,
+    GenerationManifest,
+    ShardInfo,
+    generation_id_for,
+    spec_fingerprint,
 )
+from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.rows import INDEXED_TABLES, open_session, read_index_rows, resolve_embedder_fp
 
 logger = logging.getLogger(__name__)

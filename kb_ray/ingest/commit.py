@@ -34,14 +34,13 @@ import pyarrow.compute as pc
 from kb_ray.catalog.datafiles import DataFile
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.maintenance import compact_small_files
+from kb_ray.ingest.record import BATCH_COUNT_COLUMNS
 from kb_ray.ingest.rows import from_ipc, to_table
+from kb_ray.outcomes import render_error
 
 logger = logging.getLogger(__name__)
 DATA_TABLE_ORDER = ("chunks", "elements", "pages", "version_chunks", "versions")
 VERSION_KEYED = ("elements", "pages", "version_chunks", "versions")
-COUNT_KEYS = ("chunks_new", "chunks_reused", "embeddings_computed", "embeddings_cached", "pages_rendered",
-              "page_embeddings_computed", "page_embeddings_cached", "captions_computed", "captions_cached",
-              "captions_failed", "captions_skipped")
 
 
 @dataclass
@@ -76,7 +75,7 @@ class MicroBatchCommitter:
         self.record_sources(summary, batch_no=batch_no)
         self.log(summary, batch_no=batch_no)
         self._compact_now_and_then(batch_no)
-        counts = {key: int(batch.get(key) or 0) for key in COUNT_KEYS}
+        counts = {key: int(batch.get(key) or 0) for key in BATCH_COUNT_COLUMNS}
         return BatchOutcome(summary=summary, counts=counts)
 
     def _compact_now_and_then(self, batch_no: int) -> None:
@@ -204,11 +203,21 @@ class MicroBatchCommitter:
             "run_id": _constant(self.run_id, n, pa.string()), "batch": _constant(batch_no, n, pa.int32()),
             **{name: summary.column(name) for name in ("collection", "uri", "document_id", "action")},
             "version_id": version, "status": pc.fill_null(_column(summary, "status", pa.string()), "ok"),
-            **{name: summary.column(name) for name in ("error", "parse_seconds", "total_seconds", "n_chunks")
+            "reason": _column(summary, "reason", pa.string()), "error": pa.array(_error_texts(summary), pa.string()),
+            **{name: summary.column(name) for name in ("parse_seconds", "total_seconds", "n_chunks")
                if name in summary.column_names},
             "logged_at": _constant(datetime.now(timezone.utc), n, pa.timestamp("us", tz="UTC"))})
         self.catalog.append("ingest_log", rows, app_id=self.app_id, app_version=batch_no)
         self._written.add("ingest_log")
+
+
+def _error_texts(summary: pa.Table) -> list[str | None]:
+    """The ingest log's display text: ``"reason: detail"`` of a failure, else the notes."""
+    if "reason" not in summary.column_names:  # plan rows (unchanged, vanished): nothing to say
+        return [None] * summary.num_rows
+    rows = summary.select(["reason", "detail", "notes"]).to_pylist()
+    return [render_error(row["reason"], row["detail"]) if row["reason"] else "; ".join(row["notes"] or []) or None
+            for row in rows]
 
 
 def _constant(value: Any, n: int, type_: pa.DataType) -> pa.Array:

@@ -1,65 +1,131 @@
-"""The one place that wires the ingest pipeline onto Ray Data.
+"""The one place that wires the ingest stages onto Ray Data.
 
 Concurrency, CPUs, GPUs and batch sizes of every stage come from config here and nowhere
 else. On a 2-core laptop the default gives each actor pool half a CPU, so the pools never
 take every CPU and starve the tasks that feed them (a deadlock seen with 2 actors × 1 CPU).
+
+Each stage is a Ray-free class (:mod:`kb_ray.ingest.stages`); :class:`StageActor` is the
+thin adapter Ray Data runs as an actor pool: it calls ``stage.run(batch)``, returns the
+table to Ray Data and sends the :class:`~kb_ray.ingest.stages.base.StageStats` to the
+run's :class:`StageStatsCollector` (a small named actor the driver reads at the end).
+Fetch runs in the same actor as the stage after it (model parse or parse), so bytes are
+read once and no extra pool takes a CPU.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pyarrow as pa
 
 from kb_ray.config import KbConfig, StageSettings
+from kb_ray.ingest.record import SOURCE_RECORD, conform_record
+from kb_ray.ingest.stages.base import StageStats
 
 logger = logging.getLogger(__name__)
+StageSpec = tuple[type, dict[str, Any]]  # a stage class and its constructor's keyword arguments
 
 
-def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str):
-    """todo rows → [model parse: Docling, when ``parse.docling.enabled`` (GPU actor pool)] →
-    parse, structure, chunk (CPU actor pool) → [caption figures, when
+class StageStatsCollector:
+    """Sums the statistics every stage call reports (one named actor per run)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, StageStats] = {}
+
+    def add(self, stats: StageStats) -> None:
+        if stats.stage in self.totals:
+            self.totals[stats.stage].add(stats)
+        else:
+            self.totals[stats.stage] = stats
+
+    def result(self) -> dict[str, StageStats]:
+        return self.totals
+
+
+class StageActor:
+    """Ray adapter: runs Ray-free stages in order on each batch, statistics to the collector."""
+
+    def __init__(self, *, stages: list[StageSpec], collector: str) -> None:
+        import ray
+
+        self.stages = [stage(**kwargs) for stage, kwargs in stages]
+        self.collector = ray.get_actor(collector)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        import ray
+
+        for stage in self.stages:
+            batch, stats = stage.run(batch)
+            ray.get(self.collector.add.remote(stats))  # delivered before the batch moves on
+        return batch
+
+
+def start_stats_collector(run_id: str):
+    """The run's :class:`StageStatsCollector` actor (its name is ``stage_stats:{run_id}``)."""
+    import ray
+
+    return ray.remote(num_cpus=0)(StageStatsCollector).options(name=f"stage_stats:{run_id}").remote()
+
+
+def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipeline_fp: str):
+    """todo rows → fetch → [model parse: Docling, when ``parse.docling.enabled`` (GPU actor
+    pool)] → parse, structure, chunk (CPU actor pool) → [caption figures, when
     ``enrich.captions.enabled`` (actor pool, GPU for in-process models)] → [render pages →
     page-embed (actor pools), when ``pages.enabled``] → embed + write data files (embedding
     actor pool).
 
-    The output has one row per micro-batch for the driver to commit."""
+    The output has one row per micro-batch (BATCH_RECORD) for the driver to commit."""
     import ray
 
-    from kb_ray.ingest.stages import EmbedWriteStage, ParseStage
+    from kb_ray.ingest.stages.embed_write import EmbedWriteStage
+    from kb_ray.ingest.stages.fetch import FetchStage
+    from kb_ray.ingest.stages.parse import ParseStage
 
+    todo = conform_record(todo, SOURCE_RECORD)
     blocks = max(1, min(todo.num_rows // max(1, config.ray.parse.batch_size), 256))
     dataset = ray.data.from_arrow([todo.slice(offset, length) for offset, length in _slices(todo.num_rows, blocks)])
+    collector = f"stage_stats:{run_id}"
     storage = {"kb_root": config.kb_root, "storage_options": config.storage_options}
     processing = {"parse": config.parse, "chunking": config.chunking, "captions": config.enrich.captions}
+    fetch: list[StageSpec] = [(FetchStage, {"storage_options": config.storage_options, "pipeline_fp": pipeline_fp})]
     if config.parse.docling.enabled:
-        from kb_ray.ingest.model_parse_stage import ModelParseStage
+        from kb_ray.ingest.stages.model_parse import ModelParseStage
 
-        dataset = _actor_stage(dataset, ModelParseStage, config.ray.model_parse, {**storage, **processing})
-    dataset = _actor_stage(dataset, ParseStage, config.ray.parse, {
-        **storage, **processing, "run_id": run_id, "keep_raw_for_pages": config.pages.enabled})
+        dataset = _actor_stage(dataset, fetch + [(ModelParseStage, {**storage, **processing})],
+                               config.ray.model_parse, collector)
+        fetch = []  # fetched in the model-parse pool
+    dataset = _actor_stage(dataset, fetch + [(ParseStage, {
+        **storage, **processing, "run_id": run_id, "keep_raw_for_pages": config.pages.enabled})],
+        config.ray.parse, collector)
     if config.enrich.captions.enabled:
-        from kb_ray.ingest.caption_stage import CaptionStage
+        from kb_ray.ingest.stages.caption import CaptionStage
 
-        dataset = _actor_stage(dataset, CaptionStage, config.ray.caption, {
-            **storage, "captions": config.enrich.captions, "run_id": run_id})
+        dataset = _actor_stage(dataset, [(CaptionStage, {**storage, "captions": config.enrich.captions,
+                                                         "run_id": run_id})], config.ray.caption, collector)
     if config.pages.enabled:
-        from kb_ray.ingest.page_stages import PageEmbedStage, RenderStage
+        from kb_ray.ingest.stages.page_embed import PageEmbedStage
+        from kb_ray.ingest.stages.render import RenderStage
 
         for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
-            dataset = _actor_stage(dataset, stage, resources, {**storage, "pages": config.pages})
-    return _actor_stage(dataset, EmbedWriteStage, config.ray.embed, {**storage, "embedding": config.embedding},
-                        batch_size=config.ingest.micro_batch_docs)  # one output row = one committed micro-batch
+            dataset = _actor_stage(dataset, [(stage, {**storage, "pages": config.pages})], resources, collector)
+    return _actor_stage(dataset, [(EmbedWriteStage, {**storage, "embedding": config.embedding})], config.ray.embed,
+                        collector, batch_size=config.ingest.micro_batch_docs)  # one output row = one micro-batch
 
 
-def _actor_stage(dataset, stage: type, resources: StageSettings, kwargs: dict, *, batch_size: int | None = None):
-    """``map_batches`` with a stage class as an actor pool sized by its ``StageSettings``."""
+def _actor_stage(dataset, stages: list[StageSpec], resources: StageSettings, collector: str, *,
+                 batch_size: int | None = None):
+    """``map_batches`` with a :class:`StageActor` pool sized by the stage's ``StageSettings``.
+    The actor class is named after its last (main) stage, so Ray's dashboard and
+    ``ray list actors`` say ``ParseStage`` rather than ``StageActor``."""
     from ray.data import ActorPoolStrategy
 
+    name = stages[-1][0].__name__  # a qualname no module holds, so cloudpickle ships the class by value
+    actor = type(name, (StageActor,), {"__qualname__": f"StageActor.{name}"})
     return dataset.map_batches(
-        stage, batch_format="pyarrow", batch_size=batch_size or resources.batch_size,
+        actor, batch_format="pyarrow", batch_size=batch_size or resources.batch_size,
         compute=ActorPoolStrategy(size=resources.concurrency), num_cpus=resources.num_cpus,
-        num_gpus=resources.num_gpus, fn_constructor_kwargs=kwargs)
+        num_gpus=resources.num_gpus, fn_constructor_kwargs={"stages": stages, "collector": collector})
 
 
 def _slices(total: int, parts: int) -> list[tuple[int, int]]:

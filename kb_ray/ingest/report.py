@@ -1,4 +1,10 @@
-"""The report every ingest run ends with (printed, stored in ``ingest_runs``)."""
+"""The report every ingest run ends with (printed, stored in ``ingest_runs``).
+
+Document outcomes come from the per-document summaries the committer logs (status,
+reason code, ``fallback_from``); the work each stage did (pages rendered, page
+embeddings, captions, busy seconds, rows) from the :class:`StageStats` the stages
+reported beside their data; chunk and embedding counts from each micro-batch's commit.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kb_ray.parsing.router import FALLBACK_MARKER
+from kb_ray.ingest.stages.base import StageStats
 
 
 @dataclass
@@ -23,11 +29,14 @@ class IngestReport:
     page_embeddings: dict[str, int] = field(default_factory=lambda: {"computed": 0, "cached": 0})
     captions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("computed", "cached", "failed", "skipped"), 0))
     fallbacks: int = 0  # parses where the first parser failed and a later one succeeded
+    failure_reasons: dict[str, int] = field(default_factory=dict)  # reason code -> documents
     parses: int = 0
     pages: int = 0
     micro_batches: int = 0
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=lambda: {"parse": 0.0, "document_total": 0.0})
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> rows in/out, busy seconds, counts
+    driver: dict[str, float] = field(default_factory=lambda: {"wait_seconds": 0.0, "commit_seconds": 0.0})
     failures: list[dict[str, str]] = field(default_factory=list)
 
     def add_summary(self, summary: pa.Table) -> None:
@@ -38,22 +47,29 @@ class IngestReport:
         self.pages += sum(int(row.get("n_pages") or 0) for row in rows if row.get("parsed"))
         self.stage_seconds["parse"] += sum(float(row.get("parse_seconds") or 0) for row in rows)
         self.stage_seconds["document_total"] += sum(float(row.get("total_seconds") or 0) for row in rows)
-        self.page_images["noted"] += sum(1 for row in rows if row["action"] != "failed"
-                                         and (row.get("error") or "").startswith("pages:"))
-        self.failures += [{"uri": row["uri"], "error": row.get("error") or ""} for row in rows
-                          if row["action"] == "failed"]
-        self.fallbacks += sum(1 for row in rows if row["action"] != "failed" and FALLBACK_MARKER in (row.get("error") or ""))
+        failed = [row for row in rows if row["action"] == "failed"]
+        for reason, count in Counter(row.get("reason") or "unknown" for row in failed).items():
+            self.failure_reasons[reason] = self.failure_reasons.get(reason, 0) + count
+        self.failures += [{"uri": row["uri"], "reason": row.get("reason") or "unknown",
+                           "detail": row.get("detail") or ""} for row in failed]
+        self.fallbacks += sum(1 for row in rows if row["action"] != "failed" and row.get("fallback_from"))
 
     def add_counts(self, counts: dict[str, int]) -> None:
+        """One micro-batch's commit: chunks new/reused, embeddings computed/cached."""
         self.chunks["new"] += counts.get("chunks_new", 0)
         self.chunks["reused"] += counts.get("chunks_reused", 0)
         self.embeddings["computed"] += counts.get("embeddings_computed", 0)
         self.embeddings["cached"] += counts.get("embeddings_cached", 0)
-        self.page_images["rendered"] += counts.get("pages_rendered", 0)
-        self.page_embeddings["computed"] += counts.get("page_embeddings_computed", 0)
-        self.page_embeddings["cached"] += counts.get("page_embeddings_cached", 0)
-        for key in self.captions:
-            self.captions[key] += counts.get(f"captions_{key}", 0)
+
+    def add_stage_stats(self, totals: dict[str, StageStats]) -> None:
+        """The run's totals per stage, as the stages reported them."""
+        self.stages = {name: {"rows_in": s.rows_in, "rows_out": s.rows_out, "seconds": s.seconds, "calls": s.calls,
+                              "counts": dict(s.counts)} for name, s in totals.items()}
+        counts = {name: s.counts for name, s in totals.items()}
+        render, page_embed, caption = counts.get("render", {}), counts.get("page_embed", {}), counts.get("caption", {})
+        self.page_images = {"rendered": render.get("pages_rendered", 0), "noted": render.get("documents_limited", 0)}
+        self.page_embeddings = {key: page_embed.get(f"page_embeddings_{key}", 0) for key in ("computed", "cached")}
+        self.captions = {key: caption.get(f"captions_{key}", 0) for key in self.captions}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +84,14 @@ class IngestReport:
             f"  chunks     new {c['new']}  reused {c['reused']}",
             f"  embeddings computed {e['computed']}  cached {e['cached']}",
         ]
+        lines += self._optional_lines() + self._stage_lines()
+        lines += [f"  FAILED {f['uri']}: {f['reason']}: {f['detail']}" for f in self.failures[:20]]
+        if len(self.failures) > 20:
+            lines.append(f"  … and {len(self.failures) - 20} more (see: kb-ray sql --query failure_reasons)")
+        return "\n".join(lines)
+
+    def _optional_lines(self) -> list[str]:
+        lines = []
         if any(self.page_images.values()) or any(self.page_embeddings.values()):
             p, pe = self.page_images, self.page_embeddings
             lines.append(f"  page images rendered {p['rendered']} (limits noted on {p['noted']} documents)"
@@ -78,7 +102,18 @@ class IngestReport:
                          f"  too small {cap['skipped']}")
         if self.fallbacks:
             lines.append(f"  fallbacks  {self.fallbacks} documents parsed by a later parser of their chain")
-        lines += [f"  FAILED {f['uri']}: {f['error']}" for f in self.failures[:20]]
-        if len(self.failures) > 20:
-            lines.append(f"  … and {len(self.failures) - 20} more (see: kb-ray sql --query failure_reasons)")
-        return "\n".join(lines)
+        if self.failure_reasons:
+            reasons = "  ".join(f"{reason} {n}" for reason, n in sorted(self.failure_reasons.items()))
+            lines.append(f"  failures   {reasons}")
+        return lines
+
+    def _stage_lines(self) -> list[str]:
+        if not self.stages:
+            return []
+        lines = ["  stages     (busy seconds summed over actors; rows in → out)"]
+        lines += [f"    {name:<12} {s['seconds']:8.2f}s  {s['rows_in']} → {s['rows_out']} rows in {s['calls']} calls"
+                  for name, s in self.stages.items()]
+        w = self.driver
+        lines.append(f"    {'driver':<12} waited {w['wait_seconds']:.2f}s for micro-batches (queueing),"
+                     f" committed for {w['commit_seconds']:.2f}s")
+        return lines

@@ -1,7 +1,8 @@
 """A :class:`DocumentVersion` as rows of the catalog tables (plain dicts, then Arrow).
 
 Arrow IPC bytes carry these tables between Ray Data stages, so a stage's output column
-is a ``binary`` blob per table rather than a deeply nested type.
+is a ``binary`` blob per table rather than a deeply nested type (the payload fields of
+:mod:`kb_ray.ingest.record`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import pyarrow as pa
 
 from kb_ray.catalog.contract import table_spec
 from kb_ray.model import DocumentVersion, Region
-
-VERSION_TABLES = ("versions", "elements", "pages", "chunks", "version_chunks")
 
 
 def _regions(regions: Any) -> list[dict[str, Any]]:
@@ -35,7 +34,7 @@ def version_row(version: DocumentVersion, *, fingerprints: dict[str, str], run_i
         "chunker_fp": fingerprints["chunker"], "mime": version.mime,
         "status": "failed" if version.status == "failed" else "committed",
         "canonical_text": version.canonical_text, "title": version.title, "n_pages": len(version.pages),
-        "n_elements": len(version.elements), "n_chunks": len(version.chunks), "error": version.error,
+        "n_elements": len(version.elements), "n_chunks": len(version.chunks), "error": version.error, "reason": version.reason,
         "run_id": run_id, "created_at": now,
     }
 
@@ -91,28 +90,16 @@ def version_tables(version: DocumentVersion, *, fingerprints: dict[str, str], ru
     return {name: to_table(name, table_rows) for name, table_rows in rows.items()}
 
 
-def replace_column(batch: pa.Table, name: str, values: list[Any], typ: pa.DataType) -> pa.Table:
-    """``batch`` with column ``name`` set to ``values`` (appended when it is new)."""
-    column = pa.array(values, typ)
-    if name in batch.column_names:
-        return batch.set_column(batch.column_names.index(name), name, column)
-    return batch.append_column(name, column)
-
-
 def first_owners(shas_per_row: list[list[str | None]]) -> dict[str, int]:
     """Each distinct sha → the first row that has it: content-addressed work (a page
-    embedding, a caption) is done once per batch and its new catalog rows ride on that row."""
+    embedding, a caption) is done once per batch and its new catalog rows (data, not
+    counts) travel in that row's payload column."""
     owners: dict[str, int] = {}
     for index, shas in enumerate(shas_per_row):
         for sha in shas:
             if sha is not None:
                 owners.setdefault(sha, index)
     return owners
-
-
-def on_first_row(rows: int, value: int) -> list[int]:
-    """A batch-level count as a column: ``value`` on the first row, 0 on the others."""
-    return [value if index == 0 else 0 for index in range(rows)]
 
 
 def to_table(table_name: str, rows: list[dict[str, Any]]) -> pa.Table:

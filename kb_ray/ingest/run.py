@@ -65,9 +65,7 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
 def _plan(catalog: DeltaCatalog, config: KbConfig) -> IngestPlan:
     listing = list_sources(config.ingest.sources, collection=config.ingest.collection,
                            include=config.ingest.include, storage_options=config.storage_options)
-    pipeline_fp = DocumentProcessor(parse=config.parse, chunking=config.chunking,
-                                    captions=config.enrich.captions).pipeline_fp
-    plan = plan_ingest(listing, catalog=catalog, collection=config.ingest.collection, pipeline_fp=pipeline_fp)
+    plan = plan_ingest(listing, catalog=catalog, collection=config.ingest.collection, pipeline_fp=_pipeline_fp(config))
     logger.info("plan: %d to process, %d unchanged, %d vanished", plan.todo.num_rows, plan.unchanged.num_rows,
                 plan.vanished.num_rows)
     return plan
@@ -77,19 +75,44 @@ def _run_pipeline(todo: pa.Table, *, config: KbConfig, committer: MicroBatchComm
                   progress: _Progress, verbose: bool) -> None:
     if not todo.num_rows:
         return
-    from kb_ray.ingest.pipeline import build_ingest_dataset
+    import ray
+
+    from kb_ray.ingest.pipeline import build_ingest_dataset, start_stats_collector
     from kb_ray.runtime import start_ray
 
     start_ray(config, verbose=verbose)
-    dataset = build_ingest_dataset(todo, config=config, run_id=report.run_id)
-    for batch_no, batch in enumerate(dataset.iter_rows()):
+    collector = start_stats_collector(report.run_id)
+    try:
+        dataset = build_ingest_dataset(todo, config=config, run_id=report.run_id, pipeline_fp=_pipeline_fp(config))
+        _commit_each(iter(dataset.iter_rows()), committer=committer, report=report, progress=progress)
+        report.add_stage_stats(ray.get(collector.result.remote()))
+    finally:
+        ray.kill(collector)
+
+
+def _commit_each(batches, *, committer: MicroBatchCommitter, report: IngestReport, progress: _Progress) -> None:
+    """Commit micro-batches as they come; time waiting for the next one apart from committing."""
+    batch_no = 0
+    while True:
+        waited = time.perf_counter()
+        batch = next(batches, None)
+        report.driver["wait_seconds"] += time.perf_counter() - waited
+        if batch is None:
+            return
+        committing = time.perf_counter()
         outcome = committer.commit(batch, batch_no=batch_no)
+        report.driver["commit_seconds"] += time.perf_counter() - committing
         report.add_summary(outcome.summary)
         report.add_counts(outcome.counts)
         report.micro_batches += 1
         progress.advance(files=outcome.summary.num_rows,
                          chunks=outcome.counts.get("chunks_new", 0) + outcome.counts.get("chunks_reused", 0))
         logger.info("committed micro-batch %d (%d documents)", batch_no, outcome.summary.num_rows)
+        batch_no += 1
+
+
+def _pipeline_fp(config: KbConfig) -> str:
+    return DocumentProcessor(parse=config.parse, chunking=config.chunking, captions=config.enrich.captions).pipeline_fp
 
 
 class _Progress:

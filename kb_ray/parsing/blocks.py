@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kb_ray.outcomes import Reason, reason_code, render_error
+
 BlockKind = Literal[
     "title",
     "heading",
@@ -74,9 +76,10 @@ class Block:
 class ParseResult:
     """The outcome of parsing one document: blocks or a failure with a reason.
 
-    ``error`` is a short machine-readable reason (``"encrypted"``, ``"too_many_pages"``,
-    ``"corrupt"``, ``"empty"``, ``"unsupported_type"``, ``"too_large"``, ``"timeout"``,
-    ``"invalid_encoding"``) followed by ``": "`` and a human detail.
+    A failure has a ``reason`` (a :class:`~kb_ray.outcomes.Reason` code) and a human
+    ``detail``; :attr:`error` renders both for display. A success that a later parser of
+    the chain produced names the first parser that failed in ``fallback_from`` (and
+    ``fallback_reason``), and says so in ``notes``.
     """
 
     status: ParseStatus
@@ -85,15 +88,22 @@ class ParseResult:
     blocks: list[Block] = field(default_factory=list)
     pages: list[PageInfo] = field(default_factory=list)
     title: str | None = None
-    error: str | None = None
+    reason: Reason | None = None
+    detail: str = ""
     seconds: float = 0.0
     images: dict[str, bytes] = field(default_factory=dict)  # sha256 -> PNG of each figure crop
-    notes: list[str] = field(default_factory=list)  # e.g. which parser failed before this one succeeded
+    notes: list[str] = field(default_factory=list)  # human notes, e.g. which parser failed before this one
+    fallback_from: str | None = None  # the chain's first parser, when it failed and this one succeeded
+    fallback_reason: Reason | None = None  # why it failed
 
     @classmethod
-    def failed(cls, *, parser: str, mime: str, reason: str, detail: str = "") -> "ParseResult":
-        message = f"{reason}: {detail}" if detail else reason
-        return cls(status="failed", parser=parser, mime=mime, error=message)
+    def failed(cls, *, parser: str, mime: str, reason: str | Reason, detail: str = "") -> "ParseResult":
+        return cls(status="failed", parser=parser, mime=mime, reason=reason_code(reason), detail=detail)
+
+    @property
+    def error(self) -> str | None:
+        """``"reason: detail"`` of a failure, for display (never parsed back)."""
+        return render_error(self.reason, self.detail)
 
 
 def normalize_bbox(

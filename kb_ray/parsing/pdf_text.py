@@ -29,11 +29,24 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from kb_ray.errors import ParseError
-from kb_ray.parsing.base import Parser, ParseLimits
+from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import FURNITURE_KINDS, Block, PageInfo, ParseResult, normalize_bbox
 from kb_ray.parsing.pdf_layout import (
-    CAPTION_START, LIST_MARKER, Char, Line, LineGroup, build_lines, continues_paragraph, figure_line,
-    find_furniture, group_blocks, reading_order, runs_to_edge, same_size_class, text_edge, typical_pitch,
+    CAPTION_START,
+    LIST_MARKER,
+    Char,
+    Line,
+    LineGroup,
+    build_lines,
+    continues_paragraph,
+    figure_line,
+    find_furniture,
+    group_blocks,
+    reading_order,
+    runs_to_edge,
+    same_size_class,
+    text_edge,
+    typical_pitch,
 )
 
 PDFIUM_LOCK = threading.Lock()

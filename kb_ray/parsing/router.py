@@ -18,14 +18,15 @@ import importlib
 from typing import Any, Callable
 
 from kb_ray import ids
+from kb_ray.outcomes import Reason
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import ParseResult
 from kb_ray.parsing.mime import EXTENSION_MIMES, OOXML_MIMES, content_mismatch, mime_from_name
 
-FINAL_REASONS = frozenset({"too_large", "too_many_pages", "encrypted", "empty", "timeout", "invalid_encoding"})
-MODEL_PARSER_RETRYABLE = frozenset({"empty", "timeout"})  # after a model parser, pdf_text may still succeed
+FINAL_REASONS = frozenset({Reason.TOO_LARGE, Reason.TOO_MANY_PAGES, Reason.ENCRYPTED, Reason.EMPTY, Reason.TIMEOUT,
+                           Reason.INVALID_ENCODING})
+MODEL_PARSER_RETRYABLE = frozenset({Reason.EMPTY, Reason.TIMEOUT})  # after a model parser, pdf_text may still succeed
 MODEL_PARSERS = frozenset({"docling_pdf"})
-FALLBACK_MARKER = "; parsed by "  # in the note a successful fallback leaves: "<parser> failed (<error>); parsed by <parser>"
 _DOCLING_MIMES = OOXML_MIMES | {"text/html", "text/markdown"}
 
 PARSER_FACTORIES: dict[str, str] = {
@@ -104,11 +105,11 @@ class ParserRouter:
     def _refusal(self, data: bytes, *, filename: str, mime: str) -> ParseResult | None:
         if not self.routes.get(mime):
             known = ", ".join(sorted(EXTENSION_MIMES))
-            return ParseResult.failed(parser=self.name, mime=mime, reason="unsupported_type",
+            return ParseResult.failed(parser=self.name, mime=mime, reason=Reason.UNSUPPORTED_TYPE,
                                       detail=f"no parser for {mime!r} ({filename}); supported: {known}")
         mismatch = content_mismatch(claimed=mime, data=data) if data else None
         if mismatch:
-            reason = "corrupt" if mime == "application/pdf" else "unsupported_type"
+            reason = Reason.CORRUPT if mime == "application/pdf" else Reason.UNSUPPORTED_TYPE
             return ParseResult.failed(parser=self.name, mime=mime, reason=reason, detail=mismatch)
         return None
 
@@ -118,7 +119,9 @@ class ParserRouter:
         for name in chain:
             result = self.parser(name).parse(data, mime=mime, filename=filename, limits=self.limits)
             if result.status == "ok":
-                result.notes += [f"{f.parser} failed ({f.error}){FALLBACK_MARKER}{name}" for f in failures]
+                if failures:
+                    result.fallback_from, result.fallback_reason = failures[0].parser, failures[0].reason
+                result.notes += [f"{f.parser} failed ({f.error}); parsed by {name}" for f in failures]
                 return result
             failures.append(result)
             if self._is_final(result):
@@ -129,8 +132,7 @@ class ParserRouter:
     @staticmethod
     def _is_final(result: ParseResult) -> bool:
         """A failure no later parser can fix."""
-        reason = (result.error or "").split(":")[0]
-        if result.parser in MODEL_PARSERS and reason in MODEL_PARSER_RETRYABLE:
+        if result.parser in MODEL_PARSERS and result.reason in MODEL_PARSER_RETRYABLE:
             return False
-        return reason in FINAL_REASONS
+        return result.reason in FINAL_REASONS
 

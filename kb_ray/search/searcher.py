@@ -24,11 +24,11 @@ from kb_ray.config import KbConfig
 from kb_ray.errors import KbRayError
 from kb_ray.index.generations import GenerationError, load_manifest, local_generation_dir, read_current
 from kb_ray.index.manifest import GenerationManifest
+from kb_ray.search.assembly import HitAssembler, dense_floor
 from kb_ray.search.errors import SearchRequestError
 from kb_ray.search.filters import parse_filters
 from kb_ray.search.fusion import fuse
 from kb_ray.search.gate import ActivePointers
-from kb_ray.search.assembly import HitAssembler, dense_floor
 from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import CrossEncoderReranker, Reranker

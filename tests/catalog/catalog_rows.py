@@ -50,6 +50,7 @@ def _versions() -> pa.Table:
             "status": ["committed", "committed", "failed"],
             "canonical_text": ["Alpha beta.", "Gamma.", ""],
             "error": [None, None, "encrypted: password required"],
+            "reason": [None, None, "encrypted"],
             "created_at": [NOW] * 3,
         }
     )
@@ -92,6 +93,7 @@ def _ingest_log() -> pa.Table:
             "action": ["new", "failed", "new"],
             "status": ["ok", "failed", "ok"],
             "error": [None, "encrypted: password required", None],
+            "reason": [None, "encrypted", None],
             "parse_seconds": [0.5, 0.1, 0.2],
             "total_seconds": [1.0, 0.1, 0.4],
             "n_chunks": pa.array([2, 0, 1], pa.int32()),

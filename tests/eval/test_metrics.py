@@ -8,7 +8,13 @@ import pytest
 
 from kb_ray.eval.gate import GateError, gate_failures, load_thresholds
 from kb_ray.eval.metrics import (
-    best_threshold, distribution, quote_matches, ranking_metrics, span_scores, token_offsets, tokens_in,
+    best_threshold,
+    distribution,
+    quote_matches,
+    ranking_metrics,
+    span_scores,
+    token_offsets,
+    tokens_in,
 )
 
 

@@ -8,7 +8,15 @@ import pytest
 from kb_ray.embedding.text import TextEmbedder
 from kb_ray.embedding.tiny import build_tiny_text_model
 from kb_ray.eval.naive import (
-    NaiveRetriever, NaiveRetrieverError, Window, embed_cached, gold_units, label_by_gold, make_windows, page_ranges, rrf_fuse,
+    NaiveRetriever,
+    NaiveRetrieverError,
+    Window,
+    embed_cached,
+    gold_units,
+    label_by_gold,
+    make_windows,
+    page_ranges,
+    rrf_fuse,
     window_bounds,
 )
 from kb_ray.eval.report import compare_to_naive, render_markdown

@@ -11,7 +11,13 @@ import pytest
 from kb_ray.catalog import DeltaCatalog
 from kb_ray.eval.dataset import EvalQuery, load_dataset
 from kb_ray.eval.resolve import (
-    CanonicalTexts, GoldSpan, QuoteResolutionError, chunk_spans, find_quote, relevant_chunks, resolve_queries,
+    CanonicalTexts,
+    GoldSpan,
+    QuoteResolutionError,
+    chunk_spans,
+    find_quote,
+    relevant_chunks,
+    resolve_queries,
 )
 from tests.index_fixtures import synthetic_docs, write_synthetic_catalog
 

@@ -11,7 +11,13 @@ import pytest
 from kb_ray.catalog import DeltaCatalog
 from kb_ray.errors import CatalogError
 from kb_ray.index import (
-    GenerationError, build_index, drop_generation, load_manifest, read_current, shard_of, switch_generation,
+    GenerationError,
+    build_index,
+    drop_generation,
+    load_manifest,
+    read_current,
+    shard_of,
+    switch_generation,
 )
 from kb_ray.index.generations import generation_uri
 from tests.index_fixtures import SYNTHETIC_FP, copy_kb, golden_config, synthetic_docs, write_synthetic_catalog

@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.ingest.commit import MicroBatchCommitter, ResidueWatch
+from kb_ray.ingest.record import SUMMARY_RECORD
 from kb_ray.ingest.rows import to_ipc, to_table
-from kb_ray.ingest.stages import SUMMARY_SCHEMA
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -47,7 +47,7 @@ def batch_of(catalog: DeltaCatalog, batch_no: int, docs: int = 2) -> dict:
         "collection": "c", "uri": f"/src/{n}.txt", "key": f"/src/{n}.txt", "document_id": f"doc_{n}",
         "version_id": f"ver_{n}", "raw_sha": f"raw_{n}", "size": 1, "mtime": NOW, "action": "new", "status": "ok",
         "title": n, "mime": "text/plain", "parsed": True, "n_chunks": 1, "n_pages": 0} for n in names],
-        schema=SUMMARY_SCHEMA)
+        schema=SUMMARY_RECORD)
     versions = to_table("versions", [{"version_id": f"ver_{n}", "document_id": f"doc_{n}", "status": "committed"}
                                      for n in names])
     elements = to_table("elements", [{"version_id": f"ver_{n}", "element_id": "e0"} for n in names])

@@ -89,7 +89,8 @@ def test_a_scanned_pdf_fails_without_ocr_and_is_searchable_text_with_docling_ocr
     image = pdfium.PdfDocument(GOLDEN_SOURCES / "figure.pdf")[0].render(scale=2).to_pil().convert("RGB")
     image.save(src / "scanned.pdf", format="PDF", resolution=144)  # image only: no text layer
     plain = run_ingest(ingest_config(tmp_path / "plain", [src]))
-    assert plain.documents["failed"] == 1 and plain.failures[0]["error"].startswith("no_text_layer")
+    assert plain.documents["failed"] == 1 and plain.failures[0]["reason"] == "no_text_layer"
+    assert plain.failure_reasons == {"no_text_layer": 1}
 
     artifacts = build_tiny_docling_artifacts(tmp_path / "docling-tiny")
     config = ingest_config(tmp_path / "kb", [src], "parse.docling.enabled=true", f"parse.docling.artifacts_path={artifacts}",

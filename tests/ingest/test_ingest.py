@@ -27,6 +27,11 @@ def test_golden_ingest_then_unchanged_reingest(tmp_path):
     per_batch = Counter(row["batch"] for row in log_rows(tmp_path / "kb", first.run_id))
     assert len(per_batch) == first.micro_batches and max(per_batch.values()) <= 5
     assert first.chunks["new"] == first.embeddings["computed"] > golden_files
+    stages = first.stages  # the stage statistics came through the side channel, not the data
+    assert stages["fetch"]["rows_in"] == stages["parse"]["rows_out"] == golden_files
+    assert stages["fetch"]["counts"]["bytes_read"] == sum(p.stat().st_size for p in GOLDEN_SOURCES.iterdir())
+    assert stages["parse"]["counts"]["parsed"] == first.parses and stages["embed_write"]["rows_out"] == first.micro_batches
+    assert first.driver["commit_seconds"] > 0 and "    embed_write" in first.render()
     assert verify_catalog(catalog(tmp_path / "kb")).ok(strict=True)
     versions_before = catalog(tmp_path / "kb").read("versions").num_rows
 
@@ -114,7 +119,12 @@ def test_hostile_files_fail_with_reasons_and_good_ones_commit(tmp_path):
     assert report.status == "failed_documents"
     reasons = {row["uri"].rsplit("/", 1)[-1]: row["error"] for row in log_rows(tmp_path / "kb", report.run_id)
                if row["action"] == "failed"}
-    assert {name: error.split(":")[0] for name, error in reasons.items()} == expected
+    assert {name: error.split(":")[0] for name, error in reasons.items()} == expected  # display text
+    codes = {row["uri"].rsplit("/", 1)[-1]: row["reason"] for row in log_rows(tmp_path / "kb", report.run_id)
+             if row["action"] == "failed"}
+    assert codes == expected and report.failure_reasons == dict(Counter(expected.values()))
+    by_reason = run_query(catalog(tmp_path / "kb"), "SELECT reason, n_failures FROM (" + _ready("failure_reasons") + ")")
+    assert dict(zip(*by_reason.to_pydict().values())) == dict(Counter(expected.values()))
     assert verify_catalog(catalog(tmp_path / "kb")).ok()
     again = run_ingest(config)
     assert again.parses == 0 and again.documents["failed"] == len(expected)
@@ -135,3 +145,9 @@ def test_a_different_embedder_is_refused_unless_switching(tmp_path):
     switched.embedding.allow_model_switch = True
     report = run_ingest(switched)
     assert report.parses == 0 and report.documents["unchanged"] == 1
+
+
+def _ready(name: str) -> str:
+    from kb_ray.catalog.sql import load_ready_query
+
+    return load_ready_query(name).rstrip().rstrip(";")

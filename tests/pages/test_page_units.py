@@ -10,8 +10,8 @@ from PIL import Image
 
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.config import PagesSettings
-from kb_ray.ingest.page_stages import RenderStage
 from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
+from kb_ray.ingest.stages.render import RenderStage
 from kb_ray.pages import multivectors
 from kb_ray.pages.embedder import PageEmbedder, page_embedder_fingerprint
 from kb_ray.pages.render import PageRenderer
@@ -45,16 +45,16 @@ def test_render_stage_fills_image_sha_and_notes_limits(tmp_path):
                                 "has_text_layer": True, "image_sha": None} for n in (1, 2, 3)])
     import pyarrow as pa
 
-    batch = pa.table({"raw": [MANUAL, MANUAL], "pages_ipc": [to_ipc(pages), to_ipc(pages)], "error": [None, None]})
-    out = RenderStage(kb_root=str(tmp_path), storage_options={}, pages=PagesSettings(dpi=72))(batch)
-    assert "raw" not in out.column_names and out.column("pages_rendered").to_pylist() == [3, 3]
+    batch = pa.table({"raw": [MANUAL, MANUAL], "pages_ipc": [to_ipc(pages), to_ipc(pages)]})
+    out, stats = RenderStage(kb_root=str(tmp_path), storage_options={}, pages=PagesSettings(dpi=72)).run(batch)
+    assert out.column("raw").null_count == 2 and stats.counts == {"pages_rendered": 6, "documents_limited": 0}
     shas = from_ipc(out.column("pages_ipc")[0].as_py()).column("image_sha").to_pylist()
     store = BlobStore(str(tmp_path), kind="pages")
     assert all(store.exists(sha) for sha in shas) and store.list_shas() == sorted(shas)
     assert (tmp_path / "blobs" / "pages" / shas[0][:2] / f"{shas[0]}.png").is_file()
-    limited = RenderStage(kb_root=str(tmp_path), storage_options={}, pages=PagesSettings(max_pages=1))(batch)
-    assert limited.column("pages_rendered").to_pylist() == [0, 0]
-    assert limited.column("error")[0].as_py().startswith("pages: 3 pages > pages.max_pages 1")
+    limited, stats = RenderStage(kb_root=str(tmp_path), storage_options={}, pages=PagesSettings(max_pages=1)).run(batch)
+    assert stats.counts == {"pages_rendered": 0, "documents_limited": 2}
+    assert limited.column("notes")[0].as_py()[0].startswith("pages: 3 pages > pages.max_pages 1")
 
 
 def test_page_embedder_shapes_dtype_and_determinism(page_embedder):

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from kb_ray.search.confidence import (
-    DEFAULT_MODEL_PATH, FEATURES, ConfidenceModel, ConfidenceModelError, abstains, fit_logistic, hit_features,
+    DEFAULT_MODEL_PATH,
+    FEATURES,
+    ConfidenceModel,
+    ConfidenceModelError,
+    abstains,
+    fit_logistic,
+    hit_features,
 )
 
 

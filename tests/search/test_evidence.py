@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from kb_ray.search.evidence import (
-    ChunkText, candidate_passages, coverage, passage_regions, query_terms, select_evidence, sentence_bounds,
+    ChunkText,
+    candidate_passages,
+    coverage,
+    passage_regions,
+    query_terms,
+    select_evidence,
+    sentence_bounds,
 )
 
 

@@ -1,8 +1,9 @@
-"""The figure-captioning stage, as a plain class over Arrow batches (no Ray import).
+"""CaptionStage: describe figures with a captioning model (``enrich.captions.enabled``).
 
-Runs between :class:`~kb_ray.ingest.stages.ParseStage` (which wrote every figure crop to
-the blob store and named it in the figure element's ``attrs.crop_sha``) and
-:class:`~kb_ray.ingest.stages.EmbedWriteStage`, only when ``enrich.captions.enabled``.
+DOCUMENT_RECORD → DOCUMENT_RECORD. Runs between
+:class:`~kb_ray.ingest.stages.parse.ParseStage` (which wrote every figure crop to the
+blob store and named it in the figure element's ``attrs.crop_sha``) and
+:class:`~kb_ray.ingest.stages.embed_write.EmbedWriteStage`.
 
 For one batch of freshly parsed documents it captions each distinct crop that the
 ``enrichments`` table does not hold yet under this enricher fingerprint, hands the new
@@ -11,7 +12,8 @@ documents flip) and adds a ``figure_description`` chunk per captioned figure to 
 document's chunk rows, so the embedding stage embeds it like any chunk.
 
 Fail-soft: a caption that fails or times out is an ``enrichments`` row with its error,
-the document commits without that description, and the summary notes it.
+the document commits without that description, and its ``notes`` say so. Counts
+(computed, cached, failed, too small) come back in the stage's statistics.
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import CaptionSettings
 from kb_ray.enrich.figure_chunks import description_rows, figure_crops
-from kb_ray.ingest.rows import first_owners, from_ipc, on_first_row, replace_column, to_ipc, to_table
+from kb_ray.ingest.record import DOCUMENT_RECORD, conform_record, with_columns
+from kb_ray.ingest.rows import first_owners, from_ipc, to_ipc, to_table
+from kb_ray.ingest.stages.base import Stage
 
 logger = logging.getLogger(__name__)
-CAPTION_COUNT_COLUMNS = ("captions_computed", "captions_cached", "captions_failed", "captions_skipped")
 
 
-class CaptionStage:
+class CaptionStage(Stage):
+    name = "caption"
+
     def __init__(self, *, kb_root: str, storage_options: dict[str, str], captions: CaptionSettings,
                  run_id: str) -> None:
         from kb_ray.enrich.captioners import build_captioner
@@ -46,25 +51,22 @@ class CaptionStage:
         self.enricher_fp = self.captioner.fingerprint
         self.run_id = run_id
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
+    def process(self, batch: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+        batch = conform_record(batch, DOCUMENT_RECORD)
         docs = batch.select(["versions_ipc", "elements_ipc", "chunks_ipc", "version_chunks_ipc",
-                             "n_chunks"]).to_pylist()
+                             "n_chunks", "notes"]).to_pylist()
         owners = first_owners([_crop_shas(doc) for doc in docs])
         captions, new_rows, counts = self._caption(list(owners))
         per_doc: list[list[dict[str, Any]]] = [[] for _ in docs]
         for row in new_rows:
             per_doc[owners[row["input_sha"]]].append(row)
         updated = [self._describe(doc, captions) for doc in docs]
-        for name in ("elements", "chunks", "version_chunks", "versions"):
-            batch = replace_column(batch, f"{name}_ipc", [u[name] for u in updated], pa.binary())
-        batch = replace_column(batch, "n_chunks", [u["n_chunks"] for u in updated], pa.int32())
-        batch = replace_column(batch, "error", [_note(row, per_doc[i]) for i, row in
-                                                enumerate(batch.select(["error"]).to_pylist())], pa.string())
-        batch = replace_column(batch, "enrichments_ipc",
-                               [to_ipc(to_table("enrichments", rows)) if rows else None for rows in per_doc], pa.binary())
-        for name in CAPTION_COUNT_COLUMNS:
-            batch = replace_column(batch, name, on_first_row(batch.num_rows, counts[name]), pa.int32())
-        return batch
+        columns = {f"{name}_ipc": [u[name] for u in updated] for name in ("elements", "chunks", "version_chunks",
+                                                                           "versions")}
+        columns["n_chunks"] = [u["n_chunks"] for u in updated]
+        columns["notes"] = [(doc["notes"] or []) + _notes(per_doc[i]) for i, doc in enumerate(docs)]
+        columns["enrichments_ipc"] = [to_ipc(to_table("enrichments", rows)) if rows else None for rows in per_doc]
+        return with_columns(batch, columns, DOCUMENT_RECORD), counts
 
     def _caption(self, shas: list[str]) -> tuple[dict[str, str], list[dict[str, Any]], dict[str, int]]:
         """Captions of ``shas`` (cached or new), the new enrichment rows, and counts."""
@@ -138,9 +140,6 @@ def _crop_shas(doc: dict[str, Any]) -> list[str]:
     return [sha for _, sha in figure_crops(from_ipc(doc["elements_ipc"]).to_pylist())]
 
 
-def _note(row: dict[str, Any], new_rows: list[dict[str, Any]]) -> str | None:
+def _notes(new_rows: list[dict[str, Any]]) -> list[str]:
     failed = [r for r in new_rows if r["status"] == "failed"]
-    if not failed:
-        return row["error"]
-    note = f"{len(failed)} figure caption(s) failed ({failed[0]['error']})"
-    return "; ".join(filter(None, [row["error"], note]))
+    return [f"{len(failed)} figure caption(s) failed ({failed[0]['error']})"] if failed else []

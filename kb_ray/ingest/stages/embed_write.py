@@ -1,0 +1,90 @@
+"""EmbedWriteStage: embed one micro-batch of documents and write its data files.
+
+DOCUMENT_RECORD (one micro-batch) → BATCH_RECORD (one row). Embeds the chunk texts the
+``embeddings`` cache does not hold under this embedder, drops chunk rows the catalog
+already has, and writes each table's rows as one Parquet data file. The output row names
+the data files for the driver to commit, the new vectors, the content-addressed rows
+earlier stages handed on (page embeddings, enrichments) and the per-document summary
+(SUMMARY_RECORD); its count columns (chunks new/reused, embeddings computed/cached)
+describe that micro-batch's commit itself.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kb_ray import ids
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.config import EmbeddingSettings
+from kb_ray.ingest.record import (
+    BATCH_RECORD,
+    DOCUMENT_RECORD,
+    PASSED_ROW_TABLES,
+    SUMMARY_RECORD,
+    VERSION_TABLES,
+    conform_record,
+)
+from kb_ray.ingest.rows import concat_ipc, to_ipc, to_table
+from kb_ray.ingest.stages.base import Stage
+
+
+class EmbedWriteStage(Stage):
+    name = "embed_write"
+
+    def __init__(self, *, kb_root: str, storage_options: dict[str, str], embedding: EmbeddingSettings) -> None:
+        from kb_ray.embedding.text import TextEmbedder
+
+        self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
+        self.embedder = TextEmbedder.from_settings(embedding)
+        self.embedder_fp = self.embedder.fingerprint
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+        batch = conform_record(batch, DOCUMENT_RECORD)
+        tables = {name: concat_ipc(batch.column(f"{name}_ipc").to_pylist(), name) for name in VERSION_TABLES}
+        chunks = self._with_embed_shas(tables["chunks"])
+        vectors, counts = self._embed_missing(chunks)
+        new_chunks = self._drop_known_chunks(chunks)
+        counts.update(chunks_new=new_chunks.num_rows, chunks_reused=chunks.num_rows - new_chunks.num_rows)
+        passed = {name: concat_ipc(batch.column(f"{name}_ipc").to_pylist(), name) for name in PASSED_ROW_TABLES}
+        tables["chunks"] = new_chunks.drop_columns(["embed_text"])
+        files = [self.catalog.write_data_file(name, table).__dict__ for name, table in tables.items() if table.num_rows]
+        out = pa.Table.from_pylist([{
+            "batch_id": uuid.uuid4().hex, "files_json": json.dumps(files),
+            "version_ids_json": json.dumps(tables["versions"].column("version_id").to_pylist()),
+            "embeddings_ipc": to_ipc(vectors), **{f"{name}_ipc": to_ipc(rows) for name, rows in passed.items()},
+            "summary_ipc": to_ipc(conform_record(batch, SUMMARY_RECORD)), **counts,
+        }], schema=BATCH_RECORD)
+        return out, counts
+
+    def _with_embed_shas(self, chunks: pa.Table) -> pa.Table:
+        texts = [self.embedder.format_embed_text(text=text, heading_path=path or [])
+                 for text, path in zip(chunks.column("text").to_pylist(), chunks.column("heading_path").to_pylist())]
+        chunks = chunks.set_column(chunks.schema.get_field_index("embed_text_sha"), "embed_text_sha",
+                                   pa.array([ids.sha256_text(text) for text in texts], pa.string()))
+        return chunks.append_column("embed_text", pa.array(texts, pa.string()))
+
+    def _embed_missing(self, chunks: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+        wanted = dict(zip(chunks.column("embed_text_sha").to_pylist(), chunks.column("embed_text").to_pylist()))
+        cached = set()
+        if wanted:
+            found = self.catalog.read("embeddings", columns=["embed_text_sha"], filter=(
+                (pc.field("embedder_fp") == self.embedder_fp) & pc.field("embed_text_sha").isin(list(wanted))))
+            cached = set(found.column("embed_text_sha").to_pylist())
+        missing = [sha for sha in wanted if sha not in cached]
+        vectors = self.embedder.embed_texts([wanted[sha] for sha in missing]) if missing else []
+        rows = [{"embedder_fp": self.embedder_fp, "embed_text_sha": sha, "dim": self.embedder.dim,
+                 "vector": vector.tolist()} for sha, vector in zip(missing, vectors)]
+        return to_table("embeddings", rows), {"embeddings_computed": len(missing), "embeddings_cached": len(cached)}
+
+    def _drop_known_chunks(self, chunks: pa.Table) -> pa.Table:
+        if not chunks.num_rows:
+            return chunks
+        chunk_ids = chunks.column("chunk_id").to_pylist()
+        found = self.catalog.read("chunks", columns=["chunk_id"], filter=pc.field("chunk_id").isin(chunk_ids))
+        known = pa.array(found.column("chunk_id").to_pylist(), pa.string())
+        first = pc.equal(pc.index_in(chunks.column("chunk_id"), pa.array(chunk_ids)), pa.array(range(len(chunk_ids))))
+        return chunks.filter(pc.and_(pc.invert(pc.is_in(chunks.column("chunk_id"), known)), first))
