@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kb_ray.config import load_config  # noqa: E402
+from kb_ray.eval.dataset import EvalQuery  # noqa: E402
 
 OLD = ["index.lexical=bm25s", "search.fusion=rrf"]
 NEW = ["index.lexical=bm25"]
