@@ -105,12 +105,10 @@ def _parse_one(path: str) -> tuple[int, list[str]]:
 
 
 def _embed_text(chunk) -> str:
-    """What the default embedder sees for a chunk (TextEmbedder.format_embed_text, without a model)."""
-    from kb_ray.embedding.text import DEFAULT_TEXT_TEMPLATE, HEADING_SEPARATOR
-    from kb_ray.ids import nfc
+    """What the default embedder sees for a chunk (no model needed to format it)."""
+    from kb_ray.embedding.text import format_embed_text
 
-    headings = HEADING_SEPARATOR.join(h.strip() for h in chunk.heading_path if h and h.strip())
-    return nfc(DEFAULT_TEXT_TEMPLATE.format(heading_path=headings, text=chunk.text).strip())
+    return format_embed_text(text=chunk.text, heading_path=chunk.heading_path)
 
 
 # -- measurement --------------------------------------------------------------------------
@@ -125,7 +123,7 @@ def load_embedder(args: argparse.Namespace, batch: int):
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     settings = EmbeddingSettings(model_path=args.model_dir, device=device, batch_size=batch, num_threads=None)
-    return TextEmbedder(model_path=settings.model_path, device=settings.device, batch_size=settings.batch_size)
+    return TextEmbedder.from_settings(settings)  # fp16 on CUDA (embedding.precision auto)
 
 
 def run_cell(files: list[Path], *, workers: int, embedder, monitor: GpuMonitor, deadline: float) -> dict:

@@ -1,6 +1,6 @@
 """The document model: pure data, no I/O.
 
-Vocabulary (DESIGN §3):
+Vocabulary (docs/architecture.md, Vocabulary):
 
 * :class:`Document` — stable identity of one source across versions.
 * :class:`DocumentVersion` — one immutable parse of one raw byte string: canonical text,

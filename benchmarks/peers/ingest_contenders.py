@@ -193,8 +193,7 @@ def kb_ray_embed_alone(corpus: Path, out: Path) -> None:
 def _configured_embedder(settings):
     from kb_ray.embedding.text import TextEmbedder
 
-    return TextEmbedder(model_path=settings.model_path, model_id=settings.model_id, device=settings.device,
-                        batch_size=settings.batch_size, normalize=settings.normalize, num_threads=settings.num_threads)
+    return TextEmbedder.from_settings(settings)
 
 
 CONTENDERS = {

@@ -1,6 +1,6 @@
 """The torch runtime of the text embedder: sentence-transformers, fp32 on CPU, fp16 on CUDA.
 
-CPU notes (DESIGN §5): Ray gives an actor with fractional ``num_cpus``
+CPU notes (measured; docs/models.md): Ray gives an actor with fractional ``num_cpus``
 ``OMP_NUM_THREADS=1``, so ``num_threads`` sets torch's (process-wide) thread count
 explicitly.
 """

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_ray.config import CaptionSettings
-from kb_ray.embedding.text import resolve_device
+from kb_ray.embedding.torch_runtime import resolve_device
 from kb_ray.enrich.captioners import Captioner, CaptionResult
 from kb_ray.errors import KbRayError
 from kb_ray.model_dirs import local_model_dir

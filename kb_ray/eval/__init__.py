@@ -1,4 +1,4 @@
-"""Retrieval evaluation over quote-labelled queries (DESIGN §1.8, §9).
+"""Retrieval evaluation over quote-labelled queries (promise 7, docs/architecture.md; docs/benchmarks.md).
 
 * :mod:`~kb_ray.eval.dataset` — load and validate ``golden/queries.jsonl``-style files.
 * :mod:`~kb_ray.eval.resolve` — turn each gold quote into a span of its document's active

@@ -1,4 +1,4 @@
-"""Derived indexes (DESIGN §6): sharded FAISS + BM25 + hydration files per generation.
+"""Derived indexes (promise 1, docs/architecture.md): sharded FAISS + BM25 + hydration files per generation.
 
 * :func:`build_index` — build a generation from named catalog table versions.
 * :func:`switch_generation`, :func:`read_current`, :func:`drop_generation`,

@@ -2,7 +2,7 @@
 
 ``generation_id`` is a content hash of the index spec, the catalog table versions and the
 embedder fingerprint, so rebuilding from the same catalog versions with the same settings
-yields the same id (DESIGN §1.1: drop an index, rebuild it, get the same results).
+yields the same id (promise 1 in docs/architecture.md: drop an index, rebuild it, get the same results).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The driver side of a micro-batch: commit what the workers wrote, then flip documents.
 
-Order matters (DESIGN §4): data rows first (embeddings, page embeddings, enrichments, chunks,
+Order matters (promise 4, docs/architecture.md): data rows first (embeddings, page embeddings, enrichments, chunks,
 elements, pages, version_chunks), ``versions`` after them (so a version row proves its rows are all there),
 then ``documents`` — the commit point that makes the batch visible — then ``sources`` and
 ``ingest_log``. Every commit carries the app transaction (``ingest:{run_id}``, batch

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from kb_ray.config import PagesSettings
-from kb_ray.embedding.text import model_digest, resolve_device
+from kb_ray.embedding.model_files import model_digest
+from kb_ray.embedding.torch_runtime import resolve_device
 from kb_ray.errors import KbRayError
 from kb_ray.ids import fingerprint as make_fingerprint
 from kb_ray.model_dirs import local_model_dir

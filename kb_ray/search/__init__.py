@@ -1,4 +1,4 @@
-"""The search core (DESIGN §7), pure and in-process: Serve deployments wrap it.
+"""The search core (docs/architecture.md), pure and in-process: Serve deployments wrap it.
 
 * :class:`HybridSearcher` — dense + lexical per shard, RRF, hydration gate, rerank.
 * :func:`rrf` — reciprocal rank fusion.

@@ -5,7 +5,7 @@ Allowed keys: ``collection`` (str | list), ``document_ids`` (list), ``tags_any``
 8601; naive times are UTC; both bounds are exclusive), and ``metadata`` ({field: value
 or list of values}) for fields declared in ``index.filterable_metadata``. Anything else
 raises :class:`~kb_ray.errors.FilterError` naming what is allowed. The mask is applied
-before top-k in every retriever (DESIGN §7), so a filter never silently shortens results.
+before top-k in every retriever (promise 6, docs/architecture.md), so a filter never silently shortens results.
 """
 
 from __future__ import annotations

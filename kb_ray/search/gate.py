@@ -3,7 +3,7 @@
 An index generation is built from past table versions; documents may since have been
 tombstoned or superseded. ``ActivePointers`` reads ``documents.active_version_id`` from
 the latest catalog version, caching it for ``max_age_s`` seconds, so a hit is shown only
-while its version is still the document's active one (DESIGN §4).
+while its version is still the document's active one (promise 4, docs/architecture.md).
 """
 
 from __future__ import annotations
