@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-all golden clean
+.PHONY: install demo test test-cluster test-all golden clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# S3 on a local moto server and a 2-node Ray cluster (`cluster` marker), and `slow` tests: CI runs these after `test`.
+test-cluster: $(STAMP)
+	$(PY) -m pytest -q -m "(cluster or slow) and not gpu and not benchmark"
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "not gpu"

@@ -138,7 +138,8 @@ def test_ingest_and_index_jobs_run_on_the_worker_node(two_node_cluster, tmp_path
     nodes = json.loads(cluster.ray("list", "nodes", "--address", cluster.dashboard, "--detail",
                                    "--format", "json").stdout)
     worker_node = {n["node_id"] for n in nodes if "worker_node" in (n.get("resources_total") or {})}
-    stages = [(a["class_name"], a["node_id"]) for a in actors if "Stage" in (a.get("class_name") or "")]
+    stages = [(a["class_name"], a["node_id"]) for a in actors  # the pools' workers (not the stats collector)
+              if (a.get("class_name") or "").startswith("MapWorker(")]
     assert len(worker_node) == 1 and len(nodes) == 2, nodes
     assert {name.split("(")[-1].rstrip(")") for name, _ in stages} == {"ParseStage", "EmbedWriteStage"}, stages
     assert {node for _, node in stages} == worker_node, stages
