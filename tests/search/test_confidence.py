@@ -90,3 +90,17 @@ def test_the_packaged_model_loads_with_a_threshold_in_range():
     model = ConfidenceModel.load(DEFAULT_MODEL_PATH)
     assert model.abstain_below is not None and 0.0 < model.abstain_below < 1.0
     assert model.info and model.info.get("fitted_on")
+
+
+def test_abstain_is_unknown_without_a_dense_signal_and_decided_with_one():
+    """The packaged model was fitted on hybrid hits: lexical-only hits get a confidence but no
+    abstain verdict (on the realdocs test split lexical mode otherwise abstained on every query)."""
+    from kb_ray.config import SearchSettings
+    from kb_ray.search.assembly import HitAssembler
+
+    assembler = HitAssembler(SearchSettings(abstain_below=0.5), embedder=lambda: None)
+    lexical_only = [{"scores": {"lexical": 12.0}, "evidence": None}]
+    assert assembler.confidence("pump seal kit", lexical_only, dense_floor=None) is None
+    assert 0.0 <= lexical_only[0]["confidence"] <= 1.0
+    weak = [{"scores": {"dense": 0.05, "lexical": 0.1}, "evidence": None}]
+    assert assembler.confidence("pump seal kit", weak, dense_floor=0.05) is True
