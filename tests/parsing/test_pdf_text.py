@@ -466,8 +466,8 @@ def test_line_boxes_map_each_line_to_its_characters_hyphenation_and_markers_incl
         text_at(canvas, 72, 640, "• Bread that is long enough to wrap onto")
         text_at(canvas, 82, 628, "a continuation line")
 
-    blocks = parse(make_pdf([draw])).blocks
-    paragraph_block, item = blocks[0], kinds(parse(make_pdf([draw])), "list_item")[0]
+    result = parse(make_pdf([draw]))
+    paragraph_block, item = result.blocks[0], kinds(result, "list_item")[0]
     assert [paragraph_block.text[a:b] for a, b, *_ in paragraph_block.attrs["lines"]] == [
         "The manu", "al explains the well-", "Known method."]
     assert [item.text[a:b] for a, b, *_ in item.attrs["lines"]] == [
