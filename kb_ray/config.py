@@ -215,6 +215,44 @@ class ServeSettings(_Settings):
     reranker_num_gpus: float = 0.0
 
 
+REFUSAL = "The knowledge base has no passage that answers this."
+
+
+class AnswerSettings(_Settings):
+    """Answers over the search service (kb_ray/answer, docs/answers.md). ``extractive`` needs no
+    model; the other generators load or call the configured model and never download one."""
+
+    generator: Literal["extractive", "openai", "vllm", "transformers"] = "extractive"
+    model_id: str | None = None  # recorded; the served model name for ``openai``
+    model_path: str | None = None  # local weights for ``transformers`` / ``vllm``
+    endpoint: str | None = None  # ``openai``: base URL, e.g. http://vllm:8000/v1
+    api_key_env: str | None = None  # ``openai``: name of the environment variable holding the key
+    max_new_tokens: int = Field(384, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(1, ge=0)
+    max_concurrency: int = Field(4, ge=1)  # ``openai``: requests in flight per replica
+    device: str = "cpu"  # transformers
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    num_gpus: float = Field(0.0, ge=0)  # vllm: GPUs of the generator deployment
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    max_model_len: int = Field(8192, ge=256)
+    price_per_1k_prompt_tokens: float = 0.0
+    price_per_1k_completion_tokens: float = 0.0
+    k: int = Field(10, ge=1)  # hits searched per question
+    max_passages: int = Field(6, ge=1)  # evidence budget: passages given to the generator
+    max_chars: int = Field(6000, ge=200)  # evidence budget: characters of all passages together
+    context_chars: int = Field(0, ge=0)  # section context added for the generator (never cited)
+    max_sentences: int = Field(4, ge=1)  # extractive: sentences composed per answer
+    support_threshold: float = Field(0.5, ge=0, le=1)  # a sentence under it is flagged unsupported
+    repair_rounds: int = Field(1, ge=0, le=1)
+    fail_closed: bool = False  # true: an answer with any unsupported sentence becomes the refusal
+    refusal: str = REFUSAL
+    summary_sections: list[str] | None = None  # None: derived from the document's section tree
+    max_summary_sections: int = Field(6, ge=1)
+    log: bool = True  # append every answer to the ``answers`` Delta table
+
+
 class KbConfig(_Settings):
     kb_root: str = ".kb"
     storage_options: dict[str, str] = Field(default_factory=dict)
@@ -228,6 +266,7 @@ class KbConfig(_Settings):
     index: IndexSettings = IndexSettings()
     search: SearchSettings = SearchSettings()
     serve: ServeSettings = ServeSettings()
+    answer: AnswerSettings = AnswerSettings()
 
     @model_validator(mode="after")
     def _embed_batch_is_the_micro_batch(self) -> KbConfig:
