@@ -202,6 +202,10 @@ class SearchSettings(_Settings):
     evidence: Literal["none", "lexical", "hybrid"] = "hybrid"
     confidence_model_path: str | None = None  # None: the packaged kb_ray/search/confidence_model.json
     abstain_below: float | None = None  # None: the threshold stored with the confidence model
+    # hybrid mode: re-sort the top N fused hits by confidence (a learned rerank of raw signals,
+    # kb_ray/search/confidence.py); 0 keeps the fused order. Off: on the realdocs dev split it lost
+    # (MRR 0.766 -> 0.705) and on test too (0.713 -> 0.692); only golden gained (benchmarks/results/eval.md)
+    confidence_rerank: int = Field(0, ge=0)
     max_context_chars: int = 8000  # upper bound of a request's context_chars
 
 

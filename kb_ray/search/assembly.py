@@ -1,8 +1,9 @@
 """What a hydrated hit gains after ranking: evidence, confidence and (asked for) context.
 
-:class:`HitAssembler` is called by ``HybridSearcher.search`` on the final ``k`` hits; it
-never reorders them. Evidence (kb_ray/search/evidence.py) is scored by query-word coverage
-and, with ``search.evidence = "hybrid"``, by the packaged text embedder's cosine of every
+:class:`HitAssembler` is called by ``HybridSearcher.search`` on the top ``max(k,
+search.confidence_rerank)`` hits and never reorders them; ``resort_by_confidence`` may
+(off by default: it lost on the realdocs dev and test splits). Evidence
+(kb_ray/search/evidence.py) is scored by query-word coverage and, with ``search.evidence = "hybrid"``, by the packaged text embedder's cosine of every
 candidate passage (one batch per query). Confidence (kb_ray/search/confidence.py) reads
 the hits' raw dense/BM25 scores and the evidence signals; ``abstain`` is true when the best
 confidence is under ``search.abstain_below``.
@@ -77,3 +78,14 @@ def dense_floor(candidates: list[Any]) -> float | None:
     """The lowest dense cosine among the fused candidates: an upper bound for hits dense missed."""
     values = [c.scores.get("dense") for c in candidates if c.scores.get("dense") is not None]
     return float(min(values)) if values else None
+
+
+def resort_by_confidence(hits: list[dict[str, Any]], *, depth: int) -> list[dict[str, Any]]:
+    """The first ``depth`` hits ordered by confidence (stable: ties keep the fused order), the rest
+    as they were; each re-sorted hit records ``ranks["confidence"]``. ``score`` stays the fused score."""
+    if depth <= 0:
+        return hits
+    head = sorted(hits[:depth], key=lambda hit: -(hit.get("confidence") or 0.0))
+    for rank, hit in enumerate(head, 1):
+        hit["ranks"] = {**hit.get("ranks", {}), "confidence": rank}
+    return head + hits[depth:]

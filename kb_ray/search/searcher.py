@@ -3,7 +3,9 @@
 Per query: validate → compile filters and the hydration gate into one row mask per shard
 → dense (FAISS) and lexical (BM25) top-n per shard with that mask applied before top-k →
 gather across shards → fusion (``search.fusion``: RRF or a convex combination of normalized
-scores, kb_ray.search.fusion) → optional cross-encoder rerank → hydrate ``k`` hits. Because
+scores, kb_ray.search.fusion) → optional cross-encoder rerank → hydrate the top hits, add
+evidence and confidence, re-sort the top ``search.confidence_rerank`` by confidence (hybrid
+mode without a cross-encoder) → ``k`` hits. Because
 the gate (documents' current active versions, re-read every ``gate_max_age_s`` seconds)
 is part of the mask, tombstoned or superseded chunks never take a slot, and a query
 returns exactly ``k`` hits whenever at least ``k`` allowed chunks match.
@@ -24,7 +26,7 @@ from kb_ray.config import KbConfig
 from kb_ray.errors import KbRayError
 from kb_ray.index.generations import GenerationError, load_manifest, local_generation_dir, read_current
 from kb_ray.index.manifest import GenerationManifest
-from kb_ray.search.assembly import HitAssembler, dense_floor
+from kb_ray.search.assembly import HitAssembler, dense_floor, resort_by_confidence
 from kb_ray.search.errors import SearchRequestError
 from kb_ray.search.filters import parse_filters
 from kb_ray.search.fusion import fuse
@@ -180,28 +182,35 @@ class HybridSearcher:
         if do_rerank:
             candidates = self._rerank(query, candidates, loaded)
             timer.lap("rerank")
-        hits = [self._hydrate(c, loaded, query, do_rerank) for c in candidates[:k]]
+        depth = self._confidence_depth(mode, do_rerank)
+        head = candidates[:max(k, depth)]
+        hits = [self._hydrate(c, loaded, query, do_rerank) for c in head]
         timer.lap("hydrate")
-        abstain = self._assemble(hits, candidates, loaded, query, query_vector, k=k, context_chars=context_chars)
+        abstain = self._assemble(hits, head, candidates, loaded, query, query_vector)
+        hits = resort_by_confidence(hits, depth=depth)[:k]
+        if context_chars:
+            self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
         timer.lap("evidence")
         return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
                             reranked=do_rerank, timing_ms=timer.total(), abstain=abstain)
 
-    # -- hit assembly: evidence, confidence, context (never reorders) ---------------------
+    # -- hit assembly: evidence, confidence, context ------------------------------------
 
-    def _assemble(self, hits: list[dict[str, Any]], candidates: list[Candidate], loaded: _Loaded, query: str,
-                  query_vector: np.ndarray | None, *, k: int, context_chars: int) -> bool | None:
-        chunks = [None if c.shard == PAGE_SHARD else chunk_text(c, loaded.shards[c.shard]) for c in candidates[:k]]
+    def _confidence_depth(self, mode: str, reranked: bool) -> int:
+        """How many fused hits confidence re-sorts: hybrid mode only (the model was fitted on
+        hybrid hits), never after a cross-encoder."""
+        return 0 if mode != "hybrid" or reranked else self.config.search.confidence_rerank
+
+    def _assemble(self, hits: list[dict[str, Any]], head: list[Candidate], candidates: list[Candidate],
+                  loaded: _Loaded, query: str, query_vector: np.ndarray | None) -> bool | None:
+        chunks = [None if c.shard == PAGE_SHARD else chunk_text(c, loaded.shards[c.shard]) for c in head]
         wants_vector = self.config.search.evidence == "hybrid" and any(c is not None for c in chunks)
         if wants_vector and not self._embedder_matches(loaded.manifest):
             query_vector = None  # passages can only be scored against a query vector of the same model
         elif query_vector is None and wants_vector and query.strip():
             query_vector = self._query_vector(query, None, loaded.manifest)
         self.assembler.evidence(query, hits, chunks, query_vector)
-        abstain = self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates))
-        if context_chars:
-            self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
-        return abstain
+        return self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates))
 
     def _embedder_matches(self, manifest: GenerationManifest) -> bool:
         """Whether the configured embedder made this generation's vectors (else evidence is lexical)."""

@@ -91,3 +91,18 @@ def test_context_is_bounded_same_section_and_leaves_ranking_alone(searcher):
     assert any(hit["context"]["chars"] for hit in with_context.hits)
     with pytest.raises(SearchRequestError, match="context_chars"):
         searcher.search("tunnel", k=3, context_chars=10**9)
+
+
+def test_confidence_rerank_orders_the_top_hits_by_confidence_and_keeps_the_rest(golden_kb, text_embedder):
+    config = golden_config(golden_kb, "index.shards=1", "search.confidence_rerank=5")
+    resorted = HybridSearcher.open(config, embedder=text_embedder)
+    plain = HybridSearcher.open(golden_config(golden_kb, "index.shards=1"), embedder=text_embedder)
+    query = GOLDEN_QUERIES[0][0]
+    fused = plain.search(query, k=8).hits
+    hits = resorted.search(query, k=8).hits
+    head = [h["confidence"] for h in hits[:5]]
+    assert head == sorted(head, reverse=True) and [h["ranks"]["confidence"] for h in hits[:5]] == [1, 2, 3, 4, 5]
+    assert {h["chunk_id"] for h in hits[:5]} == {h["chunk_id"] for h in fused[:5]}
+    assert [h["chunk_id"] for h in hits[5:]] == [h["chunk_id"] for h in fused[5:]]
+    assert all("confidence" not in h["ranks"] for h in fused)
+    assert "confidence" not in resorted.search(query, k=3, mode="dense").hits[0]["ranks"]  # hybrid only
