@@ -48,7 +48,7 @@ EMBEDDER_VERSION = "1"
 EMBEDDER_NAME = "TextEmbedder"  # the class name the fingerprint has always carried
 DEFAULT_TEXT_TEMPLATE = "{heading_path}\n{text}"
 HEADING_SEPARATOR = " > "
-RUNTIMES = ("torch", "onnx", "onnx-int8")
+RUNTIMES = ("torch", "onnx", "onnx-int8", "onnx-int8-mixed")
 PRECISIONS = ("auto", "float32", "float16")
 VECTOR_TOLERANCE = 1e-3  # max |cos - 1| against torch fp32 for a runtime to share its fingerprint
 # Runtimes (and precisions) whose vectors measured beyond VECTOR_TOLERANCE: their name goes
