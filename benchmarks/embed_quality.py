@@ -50,7 +50,7 @@ RECIPES = {
     "matmul-only": QuantRecipe(op_types=("MatMul",)),  # the fused QKV projections fp32 too
     "no-embed-reduce-range": QuantRecipe(op_types=NO_EMBED, reduce_range=True),
     "no-embed-quint8": QuantRecipe(op_types=NO_EMBED, weight_type="QUInt8"),
-    "ffn-down-fp32": QuantRecipe(op_types=NO_EMBED, keep_float=(FFN_DOWN,)),
+    "ffn-down-fp32": QUANT_RECIPES["onnx-int8-mixed"],  # the recipe of onnx-int8-mixed
     "attn-out-fp32": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT,)),
     "attn-out+ffn-down-fp32": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN)),
     "qkv-only-int8": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN, FFN_UP)),
@@ -156,6 +156,27 @@ def agree(args: argparse.Namespace) -> None:
         print(f"| {name} | {c['max']:.2e} | {c['mean']:.2e} | {q['max']:.2e} | {q['mean']:.2e} |", flush=True)
 
 
+def stored_torch_vectors(root: Path, texts: list[str]) -> np.ndarray:
+    """The catalog's own vectors of ``texts`` under the default (torch fp32) fingerprint."""
+    from kb_ray import ids
+    from kb_ray.catalog.delta import DeltaCatalog
+    from kb_ray.config import EmbeddingSettings
+    from kb_ray.embedding import embedder_fingerprint
+
+    fingerprint = embedder_fingerprint(EmbeddingSettings(runtime="torch"))
+    table = DeltaCatalog(str(root)).read("embeddings", columns=["embed_text_sha", "vector"],
+                                         filter=pc.field("embedder_fp") == fingerprint)
+    found = dict(zip(table.column("embed_text_sha").to_pylist(), table.column("vector").to_pylist()))
+    return np.array([found[ids.sha256_text(t)] for t in texts], dtype=np.float32)
+
+
+def candidate_pool(reference: np.ndarray, query_vectors: np.ndarray, queries: list, depth: int) -> list[int]:
+    """Union over the answerable queries of torch's top ``depth`` chunks (indexes, sorted)."""
+    rows = [i for i, q in enumerate(queries) if q.answerable]
+    top = np.argsort(-(query_vectors[rows] @ reference.T), axis=1, kind="stable")[:, :depth]
+    return sorted(set(top.reshape(-1).tolist()))
+
+
 def evaluate_set(name: str, contenders: list[str], args: argparse.Namespace) -> dict[str, dict]:
     from kb_ray.eval.dataset import load_dataset
 
@@ -167,16 +188,32 @@ def evaluate_set(name: str, contenders: list[str], args: argparse.Namespace) -> 
     if name == "realdocs":
         split = json.loads((REPO / "benchmarks" / "realdocs" / "queries.split.json").read_text())
         parts = {"dev": set(split["dev"]) & set(relevant), "test": set(split["test"]) & set(relevant), "all": set(relevant)}
-    reference = vectors("torch", texts, args)
+    torch_queries = vectors("torch", [q.query for q in queries], args, one_by_one=True)
+    reference = stored_torch_vectors(root, texts) if args.stored_torch else vectors("torch", texts, args)
+    if args.pool:  # torch's ranking is exact on the pool (its top `pool` of every query are in it)
+        keep = candidate_pool(reference, torch_queries, queries, args.pool)
+        chunk_ids, texts, reference = [chunk_ids[i] for i in keep], [texts[i] for i in keep], reference[keep]
     out = {}
     for contender in contenders:
-        chunk_vectors = vectors(contender, texts, args)
+        chunk_vectors = reference if contender == "torch" else vectors(contender, texts, args)
         query_vectors = vectors(contender, [q.query for q in queries], args, one_by_one=True)
         per_query = retrieval_scores(chunk_vectors, query_vectors, chunk_ids, queries, relevant)
-        out[contender] = {"chunks": len(texts), "cos_gap": gaps(chunk_vectors, reference), **{
+        out[contender] = {"chunks": len(texts), "cos_gap": gaps(chunk_vectors, reference),
+                          "query_cos_gap": gaps(query_vectors, torch_queries),
+                          "deepest_torch_rank_in_top20": deepest_rank(reference, torch_queries, chunk_vectors,
+                                                                      query_vectors, queries), **{
             part: {m: float(np.mean([per_query[q][m] for q in ids])) for m in ("recall@5", "mrr")} | {"queries": len(ids)}
             for part, ids in parts.items()}}
     return out
+
+
+def deepest_rank(reference: np.ndarray, torch_queries: np.ndarray, chunk_vectors: np.ndarray,
+                 query_vectors: np.ndarray, queries: list, k: int = 20) -> int:
+    """The deepest torch rank (1-based) of a chunk in a contender's top ``k``: how far rankings move."""
+    rows = [i for i, q in enumerate(queries) if q.answerable]
+    torch_rank = np.argsort(np.argsort(-(torch_queries[rows] @ reference.T), axis=1, kind="stable"), axis=1)
+    top = np.argsort(-(query_vectors[rows] @ chunk_vectors.T), axis=1, kind="stable")[:, :k]
+    return int(np.take_along_axis(torch_rank, top, axis=1).max()) + 1
 
 
 def retrieval(args: argparse.Namespace) -> None:
@@ -228,6 +265,9 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--sample", type=int, default=300, help="realdocs chunks for the agree screen")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--stored-torch", action="store_true",
+                        help="torch chunk vectors from the catalog's embeddings table (the torch fingerprint's)")
+    parser.add_argument("--pool", type=int, default=0, help="rank only the union of torch's top POOL chunks per query")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kb_embed_quality"))
     parser.add_argument("--cache-dir", default=None, help="ONNX export cache (default: the embedder's)")
     parser.add_argument("--speed-n", type=int, default=64, help="chunks per speed set")

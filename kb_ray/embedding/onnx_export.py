@@ -1,6 +1,7 @@
 """Export a saved transformer to ONNX once, into a content-addressed cache directory.
 
-The cache key covers the model files' digest, the runtime (``onnx`` or ``onnx-int8``) and
+The cache key covers the model files' digest, the runtime (``onnx``, ``onnx-int8``,
+``onnx-int8-mixed``), the quantization recipe of an int8 runtime (:data:`QUANT_RECIPES`) and
 the versions of everything that shapes the exported graph (torch, onnx, onnxruntime, the
 opset, :data:`EXPORT_VERSION`), so a changed model or a library upgrade exports afresh and
 never reuses a stale graph. Nothing is downloaded: the graph comes from the local weights.
@@ -8,8 +9,8 @@ never reuses a stale graph. Nothing is downloaded: the graph comes from the loca
 Steps: ``torch.onnx.export`` of the Hugging Face encoder (outputs the last hidden state;
 pooling and normalization run in numpy, :mod:`kb_ray.embedding.onnx_runtime`), then ONNX
 Runtime's BERT graph fusion (attention, skip-layer-norm, bias-GeLU) when the model is a
-BERT, and for ``onnx-int8`` dynamic int8 quantization of the fused graph
-(``onnxruntime.quantization.quantize_dynamic``). Several actors starting at once on one
+BERT, and for the int8 runtimes dynamic int8 quantization of the fused graph by the
+runtime's recipe (``onnxruntime.quantization.quantize_dynamic``). Several actors starting at once on one
 node export once: a file lock serializes them and the result appears by an atomic rename.
 """
 
@@ -142,7 +143,9 @@ class QuantRecipe:
 # Measured in benchmarks/results/embed.md ("int8 recipes"); a recipe is part of the cache key.
 QUANT_RECIPES = {
     "onnx-int8": QuantRecipe(),
-    "onnx-int8-mixed": QuantRecipe(op_types=("MatMul", "Attention")),
+    # The embedding tables and each layer's FFN down projection stay fp32: that projection's
+    # input (the GELU output) has the outliers that one per-tensor activation scale clips.
+    "onnx-int8-mixed": QuantRecipe(op_types=("MatMul", "Attention"), keep_float=(r"layer\.\d+/output/dense/MatMul$",)),
 }
 
 
