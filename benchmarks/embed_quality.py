@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -38,7 +37,6 @@ from kb_ray.embedding.onnx_export import QUANT_RECIPES, QuantRecipe, quantize_gr
 from kb_ray.embedding.text import format_embed_text  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))  # benchmarks/embed.py (the speed sets)
 FFN_DOWN = r"layer\.\d+/output/dense/MatMul$"  # each layer's FFN down projection (GELU output in)
 ATTN_OUT = r"attention/output/dense/MatMul$"  # each layer's attention output projection
 FFN_UP = r"intermediate/dense/MatMul$"
@@ -51,12 +49,14 @@ RECIPES = {
     "no-embed-reduce-range": QuantRecipe(op_types=NO_EMBED, reduce_range=True),
     "no-embed-quint8": QuantRecipe(op_types=NO_EMBED, weight_type="QUInt8"),
     "ffn-down-fp32": QUANT_RECIPES["onnx-int8-mixed"],  # the recipe of onnx-int8-mixed
+    # the FFN down projections that the screen found sensitive (layers 0-2) fp32, the rest int8
+    "ffn-down-fp32-layers012": QuantRecipe(op_types=NO_EMBED, keep_float=(r"layer\.[012]/output/dense/MatMul$",)),
     "attn-out-fp32": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT,)),
     "attn-out+ffn-down-fp32": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN)),
     "qkv-only-int8": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN, FFN_UP)),
     "ffn-up-only-int8": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN, QKV)),
-    **{f"ffn-down-fp32-layer{n}": QuantRecipe(op_types=NO_EMBED, keep_float=(rf"layer\.{n}/output/dense/MatMul$",))
-       for n in range(6)},
+    **{f"ffn-down-int8-layer{n}": QuantRecipe(op_types=NO_EMBED, keep_float=(  # only layer n's FFN down int8
+        rf"layer\.[{''.join(str(m) for m in range(6) if m != n)}]/output/dense/MatMul$",)) for n in range(6)},
 }
 SETS = {"golden": (Path("/tmp/gold_now"), REPO / "golden" / "queries.jsonl"),
         "realdocs": (Path("/tmp/final_rd"), REPO / "benchmarks" / "realdocs" / "queries.jsonl")}
@@ -232,15 +232,18 @@ def retrieval(args: argparse.Namespace) -> None:
 
 
 def speed(args: argparse.Namespace) -> None:
-    """Chunks/s of each contender on long and short real chunks, interleaved round by round."""
+    """Chunks/s of each contender on long and short realdocs chunks, interleaved round by round."""
     import torch
-    from embed import load_corpus  # benchmarks/embed.py: the same real chunks as its throughput sets
 
-    texts = load_corpus(argparse.Namespace(n=3000, corpus_cache=args.corpus_cache))
+    _, texts = corpus(SETS["realdocs"][0])
+    texts = [texts[i] for i in np.random.default_rng(11).permutation(len(texts))]
     words = [len(t.split()) for t in texts]
     sets = {"long (>= 120 words)": [t for t, w in zip(texts, words) if w >= 120][: args.speed_n],
             "short (< 30 words)": [t for t, w in zip(texts, words) if w < 30][: args.speed_n]}
     names = ["torch", *[c for c in args.contenders if c != "torch"]]
+    for set_name, batch in sets.items():
+        print(f"set {set_name}: {len(batch)} chunks, {np.mean([len(t.split()) for t in batch]):.0f} words mean")
+    print(f"| threads | set | {' | '.join(names)} |", flush=True)
     for threads in args.speed_threads:
         args.threads = threads
         models = {name: embedder(name, args) for name in names}
@@ -273,7 +276,6 @@ def main() -> None:
     parser.add_argument("--speed-n", type=int, default=64, help="chunks per speed set")
     parser.add_argument("--speed-threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--corpus-cache", type=Path, default=None, help="benchmarks/embed.py's parsed chunks (JSON)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     {"agree": agree, "retrieval": retrieval, "speed": speed}[args.command](args)
