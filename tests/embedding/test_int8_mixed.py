@@ -58,7 +58,7 @@ def gaps(cache_dir: Path) -> dict[str, np.ndarray]:
 
 
 def test_mixed_vectors_are_within_their_measured_tolerance(gaps: dict[str, np.ndarray]) -> None:
-    # Measured on 3,796 realdocs chunks (benchmarks/results/embed.md): max 1.2e-2, mean 2.4e-3
+    # Measured on 1,605 realdocs chunks (benchmarks/results/embed.md): max 1.1e-2, mean 2.5e-3
     mixed = gaps["onnx-int8-mixed"]
     assert mixed.max() < 1.5e-2 and mixed.mean() < 4e-3
     assert mixed.mean() < 0.6 * gaps["onnx-int8"].mean()  # the fp32 parts matter: clearly closer than full int8
@@ -75,7 +75,7 @@ def test_mixed_graph_keeps_the_recipes_parts_in_float(gaps: dict[str, np.ndarray
     assert any(n.op_type in ("DynamicQuantizeMatMul", "MatMulInteger") for n in nodes)
     assert any(n.op_type == "QAttention" for n in nodes)
     manifest = json.loads((entry.parent / "export.json").read_text())
-    assert manifest["quantization"] == recipe.key()
+    assert manifest["quantization"] == json.loads(json.dumps(recipe.key()))
 
 
 def test_mixed_has_a_fingerprint_of_its_own(gaps: dict[str, np.ndarray]) -> None:
