@@ -13,8 +13,15 @@ Contenders: ``torch`` (the reference), ``onnx`` (fp32) and the quantization reci
 cached per contender and text set in ``--work``, so a run can add contenders to an earlier
 one; every figure of one report compares vectors of the same texts.
 
-    python benchmarks/embed_quality.py agree --sample 300          # |cos - 1| screen, realdocs chunks
-    python benchmarks/embed_quality.py retrieval torch onnx-int8 mixed   # R@5 / MRR tables
+    python benchmarks/embed_quality.py agree ffn-down-fp32 no-embed   # |cos - 1| screen, 300 realdocs chunks
+    python benchmarks/embed_quality.py retrieval int8-all ffn-down-fp32 --stored-torch --pool 30   # R@5 / MRR
+    python benchmarks/embed_quality.py speed onnx int8-all ffn-down-fp32   # chunks/s at 1 and 2 threads
+
+The catalogs (``--golden-kb``, ``--realdocs-kb``) must have been ingested with the default
+chunker; ``--stored-torch`` takes torch's chunk vectors from the catalog's ``embeddings``
+table (the default torch fingerprint's), and ``--pool N`` ranks only the union of torch's top
+N chunks per answerable query (exact for torch; a contender can then miss a chunk that
+torch ranked below N for every query).
 """
 
 from __future__ import annotations
@@ -39,22 +46,17 @@ from kb_ray.embedding.text import format_embed_text  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 FFN_DOWN = r"layer\.\d+/output/dense/MatMul$"  # each layer's FFN down projection (GELU output in)
 ATTN_OUT = r"attention/output/dense/MatMul$"  # each layer's attention output projection
-FFN_UP = r"intermediate/dense/MatMul$"
-QKV = r"^Attention_\d+$"  # the fused Attention ops' QKV projection
 NO_EMBED = ("MatMul", "Attention")  # op types: the embedding tables (EmbedLayerNormalization) stay fp32
 RECIPES = {
     "int8-all": QUANT_RECIPES["onnx-int8"],  # today's onnx-int8: every quantizable op, embeddings included
     "no-embed": QuantRecipe(op_types=NO_EMBED),
     "matmul-only": QuantRecipe(op_types=("MatMul",)),  # the fused QKV projections fp32 too
     "no-embed-reduce-range": QuantRecipe(op_types=NO_EMBED, reduce_range=True),
-    "no-embed-quint8": QuantRecipe(op_types=NO_EMBED, weight_type="QUInt8"),
     "ffn-down-fp32": QUANT_RECIPES["onnx-int8-mixed"],  # the recipe of onnx-int8-mixed
     # the FFN down projections that the screen found sensitive (layers 0-2) fp32, the rest int8
     "ffn-down-fp32-layers012": QuantRecipe(op_types=NO_EMBED, keep_float=(r"layer\.[012]/output/dense/MatMul$",)),
     "attn-out-fp32": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT,)),
     "attn-out+ffn-down-fp32": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN)),
-    "qkv-only-int8": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN, FFN_UP)),
-    "ffn-up-only-int8": QuantRecipe(op_types=NO_EMBED, keep_float=(ATTN_OUT, FFN_DOWN, QKV)),
     **{f"ffn-down-int8-layer{n}": QuantRecipe(op_types=NO_EMBED, keep_float=(  # only layer n's FFN down int8
         rf"layer\.[{''.join(str(m) for m in range(6) if m != n)}]/output/dense/MatMul$",)) for n in range(6)},
 }
@@ -276,7 +278,10 @@ def main() -> None:
     parser.add_argument("--speed-n", type=int, default=64, help="chunks per speed set")
     parser.add_argument("--speed-threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--golden-kb", type=Path, default=SETS["golden"][0], help="a catalog of golden/sources")
+    parser.add_argument("--realdocs-kb", type=Path, default=SETS["realdocs"][0], help="a catalog of the realdocs corpus")
     args = parser.parse_args()
+    SETS["golden"], SETS["realdocs"] = (args.golden_kb, SETS["golden"][1]), (args.realdocs_kb, SETS["realdocs"][1])
     args.work.mkdir(parents=True, exist_ok=True)
     {"agree": agree, "retrieval": retrieval, "speed": speed}[args.command](args)
 

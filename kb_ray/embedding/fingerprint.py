@@ -20,8 +20,9 @@ descriptions, chunked by the structural chunker; ``benchmarks/embed.py``, figure
 - ONNX Runtime dynamic int8 (per-channel weights): 1.6e-2 (mean 7e-3), and golden dense
   Recall@5 drops by 0.022 → a fingerprint of its own;
 - ``onnx-int8-mixed`` (int8 with the embedding tables and each layer's FFN down projection
-  in fp32): 7.6e-3 on 300 realdocs chunks (mean 2.8e-3), closer but still 7x the
-  tolerance → a fingerprint of its own too (retrieval figures: ``benchmarks/results/embed.md``).
+  in fp32): 1.1e-2 on 1,605 realdocs chunks (mean 2.5e-3), closer but still 11x the
+  tolerance, and golden dense Recall@5 drops by 0.033 (realdocs: within 0.01) → a
+  fingerprint of its own too (``benchmarks/embed_quality.py``, ``benchmarks/results/embed.md``).
 
 :data:`VECTOR_TOLERANCE` = 1e-3 sits three times above fp16 and sixteen times below int8.
 Vectors under it are interchangeable for search (a GPU-ingested catalog is served by a CPU
