@@ -23,6 +23,8 @@ descriptions, chunked by the structural chunker; ``benchmarks/embed.py``, figure
   in fp32): 1.1e-2 on 1,605 realdocs chunks (mean 2.5e-3), closer but still 11x the
   tolerance, and golden dense Recall@5 drops by 0.033 (realdocs: within 0.01) → a
   fingerprint of its own too (``benchmarks/embed_quality.py``, ``benchmarks/results/embed.md``).
+  Dynamic int8 vectors also depend on the batch (one activation scale per padded batch): the
+  same chunk in other batches measured up to 7e-3 apart (onnx-int8: 2e-2).
 
 :data:`VECTOR_TOLERANCE` = 1e-3 sits three times above fp16 and sixteen times below int8.
 Vectors under it are interchangeable for search (a GPU-ingested catalog is served by a CPU
