@@ -97,3 +97,9 @@ def test_recipe_is_part_of_the_cache_key(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_mixed_on_cuda_is_refused(cache_dir: Path) -> None:
     with pytest.raises(KbRayError, match="CPU runtime|CUDAExecutionProvider"):
         TextEmbedder(runtime="onnx-int8-mixed", device="cuda", cache_dir=cache_dir)
+
+
+def test_every_int8_runtime_has_a_recipe_and_a_fingerprint_of_its_own() -> None:
+    from kb_ray.embedding.fingerprint import _DISTINCT_VECTORS, RUNTIMES
+
+    assert {r for r in RUNTIMES if "int8" in r} == set(onnx_export.QUANT_RECIPES) == _DISTINCT_VECTORS
