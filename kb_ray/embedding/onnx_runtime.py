@@ -1,4 +1,4 @@
-"""The ONNX Runtime runtime of the text embedder (``onnx`` fp32, ``onnx-int8`` dynamic int8).
+"""The ONNX Runtime runtime of the text embedder (``onnx`` fp32; ``onnx-int8``, ``onnx-int8-mixed`` dynamic int8).
 
 The transformer runs in ONNX Runtime (exported on first use, :mod:`kb_ray.embedding.onnx_export`);
 tokenization is the model's own fast tokenizer (``tokenizer.json`` through ``tokenizers``,
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kb_ray.embedding.model_files import INSTALL_HINT, ONNX_INSTALL_HINT, ModelLayout
-from kb_ray.embedding.onnx_export import exported_model
+from kb_ray.embedding.onnx_export import QUANT_RECIPES, exported_model
 from kb_ray.errors import KbRayError
 
 logger = logging.getLogger(__name__)
@@ -115,8 +115,8 @@ def _resolve_device(device: str, ort: Any, runtime: str) -> str:
     if device == "auto":
         device = "cuda" if has_cuda and runtime == "onnx" else "cpu"
     if device.startswith("cuda"):
-        if runtime == "onnx-int8":
-            raise KbRayError("embedding.runtime=onnx-int8 is a CPU runtime; on CUDA use runtime onnx or torch")
+        if runtime in QUANT_RECIPES:
+            raise KbRayError(f"embedding.runtime={runtime} is a CPU runtime; on CUDA use runtime onnx or torch")
         if not has_cuda:
             raise KbRayError(f"device={device!r} needs onnxruntime with the CUDAExecutionProvider (the `gpu` extra: "
                              f"onnxruntime-gpu); this onnxruntime has {ort.get_available_providers()}")
@@ -139,6 +139,6 @@ def _import_onnxruntime() -> Any:
     try:
         import onnxruntime
     except ImportError as exc:
-        raise KbRayError(f"embedding.runtime onnx / onnx-int8 needs onnxruntime: {ONNX_INSTALL_HINT} "
+        raise KbRayError(f"embedding.runtime onnx / onnx-int8 / onnx-int8-mixed needs onnxruntime: {ONNX_INSTALL_HINT} "
                          "(or set embedding.runtime=torch)") from exc
     return onnxruntime

