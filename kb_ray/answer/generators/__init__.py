@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kb_ray.answer.types import Generator
-from kb_ray.config import AnswerSettings
+from kb_ray.config import AnswerSettings, SearchSettings
 from kb_ray.errors import KbRayError
 
 GENERATORS = ("extractive", "openai", "vllm", "transformers")
@@ -30,3 +30,13 @@ def make_generator(settings: AnswerSettings, *, embed: Callable[[list[str]], np.
         raise KbRayError(f"answer.generator={settings.generator} is not available in this build; "
                          "use answer.generator=extractive")
     raise KbRayError(f"unknown answer.generator {settings.generator!r}; use one of {', '.join(GENERATORS)}")
+
+
+def abstain_threshold(settings: SearchSettings) -> float | None:
+    """The confidence under which the search abstains: ``search.abstain_below``, else the
+    threshold fitted with the confidence model (kb_ray/search/confidence.py)."""
+    if settings.abstain_below is not None:
+        return settings.abstain_below
+    from kb_ray.search.confidence import DEFAULT_MODEL_PATH, ConfidenceModel
+
+    return ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH).abstain_below
