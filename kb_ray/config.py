@@ -250,6 +250,7 @@ class AnswerSettings(_Settings):
     refusal: str = REFUSAL
     summary_sections: list[str] | None = None  # None: derived from the document's section tree
     max_summary_sections: int = Field(6, ge=1)
+    max_compare_dimensions: int = Field(6, ge=1)  # compare: rows derived from the documents' headings
     log: bool = True  # append every answer to the ``answers`` Delta table
 
 

@@ -8,6 +8,7 @@ response schema, the verification outcomes and the settings are in docs/answers.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 import uuid
@@ -55,8 +56,10 @@ class Draft:
 
 class Answerer:
     def __init__(self, settings: AnswerSettings, *, generator: Generator, search: Search,
-                 embed: Embed | None = None, log: Callable[[dict, dict], None] | None = None) -> None:
+                 embed: Embed | None = None, log: Callable[[dict, dict], None] | None = None,
+                 catalog: Any = None) -> None:
         self.settings = settings
+        self.catalog = catalog  # a DeltaCatalog or a function opening one: summary and compare read documents from it
         self.generator = generator
         self.search = search
         self.embed = embed
@@ -188,6 +191,18 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
+def _document_mode(name: str) -> Callable[[Answerer, dict[str, Any]], dict[str, Any]]:
+    """``summary`` / ``compare`` (kb_ray/answer/summary.py, compare.py), imported on first use:
+    they import this module."""
+
+    def run(answerer: Answerer, request: dict[str, Any]) -> dict[str, Any]:
+        return getattr(importlib.import_module(f"kb_ray.answer.{name}"), f"answer_{name}")(answerer, request)
+
+    return run
+
+
 MODES: dict[str, Callable[[Answerer, dict[str, Any]], dict[str, Any]]] = {
     "qa": answer_qa,
+    "summary": _document_mode("summary"),
+    "compare": _document_mode("compare"),
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ def local_answerer(config: KbConfig, *, embedder: Any = None,
     generator = make_generator(config.answer, embed=embedder.embed_texts,
                                abstain_below=searcher.assembler.abstain_below)
     return Answerer(config.answer, generator=generator, search=searcher_search(searcher),
-                    embed=embedder.embed_texts, log=log)
+                    embed=embedder.embed_texts, log=log, catalog=lambda: open_document_catalog(config))
 
 
 def searcher_search(searcher: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -36,3 +37,16 @@ def searcher_search(searcher: Any) -> Callable[[dict[str, Any]], dict[str, Any]]
                                context_chars=body.get("context_chars") or 0).to_dict()
 
     return search
+
+
+def open_document_catalog(config: KbConfig) -> Any:
+    """The catalog summary and compare read the named documents from (opened, never created;
+    once per kb_root: reading a document view goes through a fresh SQL session anyway)."""
+    return _open_catalog(config.kb_root, tuple(sorted(config.storage_options.items())))
+
+
+@functools.lru_cache(maxsize=8)
+def _open_catalog(kb_root: str, storage_options: tuple[tuple[str, str], ...]) -> Any:
+    from kb_ray.catalog.delta import DeltaCatalog
+
+    return DeltaCatalog.open(kb_root, storage_options=dict(storage_options), create=False)

@@ -233,3 +233,22 @@ def heading_sections(outline: DocumentOutline) -> dict[str, tuple[int, ...]]:
             if key and chunk["ordinal"] not in out.setdefault(key, []):
                 out[key].append(chunk["ordinal"])
     return {key: tuple(ordinals) for key, ordinals in out.items()}
+
+
+def display_heading(text: str) -> str:
+    """A heading without its numbering ("3.1 Core hours" -> "Core hours")."""
+    return _NUMBERING.sub("", text).strip() or text.strip()
+
+
+def outline_headings(outline: DocumentOutline) -> list[tuple[int, str]]:
+    """(depth, heading) of every heading under the document's root, in document order, once."""
+    paths = [list(chunk["heading_path"]) for chunk in outline.chunks]
+    root = _common_prefix([p for p in paths if p])
+    if all(len(p) <= len(root) for p in paths):
+        root = []
+    seen: list[tuple[int, str]] = []
+    for path in paths:
+        for depth, heading in enumerate(path[len(root):]):
+            if (depth, heading) not in seen:
+                seen.append((depth, heading))
+    return seen

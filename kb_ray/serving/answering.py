@@ -18,6 +18,7 @@ import numpy as np
 
 from kb_ray.answer.answerer import Answerer
 from kb_ray.answer.generators import abstain_threshold, make_generator
+from kb_ray.answer.local import open_document_catalog
 from kb_ray.answer.types import Generator
 from kb_ray.config import KbConfig
 
@@ -37,7 +38,7 @@ class ServiceAnswerer:
     async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         self._loop = asyncio.get_running_loop()
         answerer = Answerer(self.config.answer, generator=self.generator(), search=self.search_sync,
-                            embed=self.embed_sync, log=self.log)
+                            embed=self.embed_sync, log=self.log, catalog=lambda: open_document_catalog(self.config))
         return await asyncio.to_thread(answerer.answer, request)
 
     def generator(self) -> Generator:

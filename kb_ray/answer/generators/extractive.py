@@ -36,6 +36,7 @@ CONFIDENCE_WEIGHT = 0.5
 KEEP_RATIO = 0.8
 MIN_COSINE = 0.35
 DUPLICATE_JACCARD = 0.7
+COMPARE_SENTENCES = 2  # a compare cell is one short statement
 _HAS_MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 _CLOSING = re.compile(r"([.!?]+[\"')\]]*)$")
 
@@ -64,27 +65,38 @@ class ExtractiveGenerator:
         self.abstain_below = abstain_below
         parameters = {"backend": self.backend, "max_sentences": self.max_sentences, "coverage": COVERAGE_WEIGHT,
                       "confidence": CONFIDENCE_WEIGHT, "keep": KEEP_RATIO, "min_cosine": MIN_COSINE,
-                      "duplicate": DUPLICATE_JACCARD, "dense": embed is not None, "abstain_below": abstain_below,
+                      "duplicate": DUPLICATE_JACCARD, "compare_sentences": COMPARE_SENTENCES, "summary": "lead", "dense": embed is not None, "abstain_below": abstain_below,
                       "refusal": self.refusal}
         self.fingerprint = hashlib.sha256(json.dumps(parameters, sort_keys=True).encode()).hexdigest()
 
     def generate(self, *, question: str, passages: list[Passage], mode: AnswerMode) -> Generation:
         started = time.perf_counter()
-        return Generation(text=self._compose(question, passages, excluded=set()),
+        return Generation(text=self._write(question, passages, mode, excluded=set()),
                           seconds=time.perf_counter() - started)
 
     def repair(self, *, question: str, passages: list[Passage], mode: AnswerMode, answer: str,
                flagged: list[Sentence]) -> Generation:
         started = time.perf_counter()
         excluded = {claim_text(sentence.text) for sentence in flagged}
-        return Generation(text=self._compose(question, passages, excluded=excluded),
+        return Generation(text=self._write(question, passages, mode, excluded=excluded),
                           seconds=time.perf_counter() - started)
 
-    def _compose(self, question: str, passages: list[Passage], *, excluded: set[str]) -> str:
+    def _write(self, question: str, passages: list[Passage], mode: AnswerMode, *, excluded: set[str]) -> str:
+        """``summary``: the passages' opening sentences (:func:`lead_summary`); ``compare``: as
+        ``qa`` but at most COMPARE_SENTENCES and no heading lines; ``qa``: see the module doc."""
+        if mode == "summary":
+            return lead_summary(passages, max_sentences=self.max_sentences, excluded=excluded) or self.refusal
+        if mode == "compare":
+            return self._compose(question, passages, excluded=excluded, limit=COMPARE_SENTENCES, headings=False)
+        return self._compose(question, passages, excluded=excluded)
+
+    def _compose(self, question: str, passages: list[Passage], *, excluded: set[str], limit: int | None = None,
+                 headings: bool = True) -> str:
         if not passages or self._below_threshold(passages):
             return self.refusal
-        candidates = [c for c in self.candidates(question, passages) if " ".join(c.text.split()) not in excluded]
-        chosen = self.select(candidates)
+        candidates = [c for c in self.candidates(question, passages) if " ".join(c.text.split()) not in excluded
+                      and (headings or not _is_heading(c.text))]
+        chosen = self.select(candidates, limit=limit)
         if not chosen:
             return self.refusal
         rank = {p.n: (-(p.confidence or 0.0), p.n) for p in passages}
@@ -116,12 +128,12 @@ class ExtractiveGenerator:
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
         return [float(v) for v in vectors[1:] @ vectors[0]]
 
-    def select(self, candidates: list[Candidate]) -> list[Candidate]:
+    def select(self, candidates: list[Candidate], *, limit: int | None = None) -> list[Candidate]:
         """The best relevant sentence, then those close to it that add something new."""
         ranked = sorted((c for c in candidates if c.relevant), key=lambda c: (-c.score, c.n, c.position))
         chosen: list[Candidate] = []
         for candidate in ranked:
-            if len(chosen) >= self.max_sentences or (chosen and candidate.score < KEEP_RATIO * chosen[0].score):
+            if len(chosen) >= (limit or self.max_sentences) or (chosen and candidate.score < KEEP_RATIO * chosen[0].score):
                 break
             if not any(_near_duplicate(candidate.text, kept.text) for kept in chosen):
                 chosen.append(candidate)
@@ -159,3 +171,23 @@ def _near_duplicate(a: str, b: str) -> bool:
     left, right = query_terms(a), query_terms(b)
     union = left | right
     return bool(union) and len(left & right) / len(union) >= DUPLICATE_JACCARD
+
+
+def lead_summary(passages: list[Passage], *, max_sentences: int, excluded: set[str]) -> str:
+    """Summary mode: the opening sentences of the passages, taken in turn (every passage's
+    first, then every passage's second, ...) up to ``max_sentences``, in passage order;
+    headings and near-duplicates are skipped. Empty when no passage has a sentence."""
+    per_passage = [[(p.n, position, text) for position, text in passage_sentences(p.quote)
+                    if not _is_heading(text) and " ".join(text.split()) not in excluded] for p in passages]
+    chosen: list[tuple[int, int, str]] = []
+    for depth in range(max((len(s) for s in per_passage), default=0)):
+        for sentences in per_passage:
+            if len(chosen) < max_sentences and depth < len(sentences) and \
+                    not any(_near_duplicate(sentences[depth][2], kept[2]) for kept in chosen):
+                chosen.append(sentences[depth])
+    chosen.sort()
+    return join_cited([(text, n) for n, _, text in chosen])
+
+
+def _is_heading(sentence: str) -> bool:
+    return sentence.lstrip().startswith("#")
