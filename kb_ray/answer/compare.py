@@ -58,12 +58,13 @@ def answer_compare(answerer: Answerer, request: dict[str, Any]) -> dict[str, Any
 
 def cell_evidence(answerer: Answerer, outline: DocumentOutline, dimension: str,
                   timings: dict[str, float]) -> tuple[list[Passage], str]:
-    """A dimension that is a section of the document (a heading with the same or overlapping
-    words): that section's opening passage, summarized (``mode="summary"``). Otherwise the
+    """A dimension that is a section of the document (a heading with the same words, overlapping
+    ones, or all of the dimension's words and more): that section's opening passage, summarized (``mode="summary"``). Otherwise the
     pack of a search for it within the document (at most CELL_K hits), ``mode="compare"``."""
     sections = heading_sections(outline)
-    key = next((k for k in sections if k == normalize_heading(dimension)), None) or \
-        next((k for k in sections if _similar(k, dimension)), None)
+    wanted = normalize_heading(dimension)
+    key = next((k for k in sections if k == wanted), None) or next((k for k in sections if _similar(k, wanted)), None) \
+        or next((k for k in sections if wanted and set(wanted.split()) <= set(k.split())), None)
     if key is not None:
         lead = lead_passages(outline, sections[key], max_passages=1, max_chars=answerer.settings.max_chars)
         if lead:

@@ -10,14 +10,17 @@ stays flagged ``unknown_citation``), so it can never point at another part's pas
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from kb_ray.answer.answerer import Answerer, Draft
+from kb_ray.answer.pack import evidence_pack
 from kb_ray.answer.types import Passage, Sentence
 
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 VERIFICATION_ORDER = ("ok", "repaired", "flagged", "refused")
+MIN_TOPIC_COVERAGE = 0.5  # share of a topic's content words a passage must hold when the search abstains
 
 
 @dataclass
@@ -90,10 +93,30 @@ def combined_fields(parts: list[Part], book: CitationBook, timings: dict[str, fl
 
 def search_within(answerer: Answerer, query: str, document_id: str, timings: dict[str, float], *,
                   k: int | None = None) -> list[Passage]:
-    """The evidence pack of a search for ``query`` in one document; empty when the search
-    abstains. ``timings`` keeps the sum over all the parts' searches."""
-    own: dict[str, float] = {}
-    result, passages = answerer.retrieve(query, k=k, filter={"document_ids": [document_id]}, timings=own)
-    for stage, ms in own.items():
-        timings[stage] = round(timings.get(stage, 0.0) + ms, 3)
-    return [] if result.get("abstain") else passages
+    """The evidence pack of a search for ``query`` in one document. When the search abstains
+    (its confidence model is fitted on questions, and a section title or a dimension is a
+    two- or three-word topic, which it scores low), only passages whose evidence holds at
+    least MIN_TOPIC_COVERAGE of the query's content words stay. ``timings`` keeps the sum
+    over all the parts' searches."""
+    started = time.perf_counter()
+    result = answerer.search({"query": query, "k": k or answerer.settings.k, "mode": "hybrid",
+                              "filter": {"document_ids": [document_id]}, "rerank": None,
+                              "context_chars": answerer.settings.context_chars})
+    timings["search"] = round(timings.get("search", 0.0) + (time.perf_counter() - started) * 1000, 3)
+    hits = result.get("hits") or []
+    if result.get("abstain"):
+        hits = [hit for hit in hits if _signals(hit).get("coverage", 0.0) >= MIN_TOPIC_COVERAGE]
+    return evidence_pack(hits=[_beyond_heading(hit) for hit in hits], settings=answerer.settings)
+
+
+def _signals(hit: dict[str, Any]) -> dict[str, float]:
+    return (hit.get("evidence") or {}).get("signals") or {}
+
+
+def _beyond_heading(hit: dict[str, Any]) -> dict[str, Any]:
+    """A hit whose evidence is only a heading line cites its whole chunk instead: a topic's
+    words are often its section's heading, and a heading states nothing."""
+    quote = (hit.get("evidence") or {}).get("quote") or ""
+    if quote.lstrip().startswith("#") and "\n" not in quote.strip():
+        return {**hit, "evidence": None}
+    return hit
