@@ -74,10 +74,11 @@ def cell_evidence(answerer: Answerer, outline: DocumentOutline, dimension: str,
 
 
 def derive_dimensions(outlines: list[DocumentOutline], *, max_dimensions: int) -> list[str]:
-    """Headings the documents share (same words, numbering aside, or overlapping by
-    SIMILAR_JACCARD), first; then the documents' top-level headings in turn; at most
+    """Headings the documents share (same words, numbering aside, or overlapping by more than
+    SIMILAR_JACCARD), first (a document's own title is no dimension); then the documents' top-level headings in turn; at most
     ``max_dimensions``."""
-    per_document = [outline_headings(outline) for outline in outlines]
+    per_document = [[(depth, h) for depth, h in outline_headings(outline)
+                     if normalize_heading(h) != normalize_heading(outline.title or "")] for outline in outlines]
     shared: list[str] = []
     for i, headings in enumerate(per_document):
         for _, heading in headings:

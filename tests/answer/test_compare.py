@@ -56,3 +56,5 @@ def test_derived_dimensions_start_with_shared_headings(answerer, catalog_text):
 def test_compare_needs_two_documents(answerer):
     with pytest.raises(AnswerRequestError, match="two or more documents"):
         answerer.answer({"query": "compare", "mode": "compare", "documents": ["manual.pdf", "manual.pdf"]})
+    with pytest.raises(AnswerRequestError, match="no headings to compare them on"):
+        answerer.answer({"query": "compare", "mode": "compare", "documents": ["notes.txt", "no_headings.pdf"]})
