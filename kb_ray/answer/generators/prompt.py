@@ -116,30 +116,37 @@ class ChatGenerator:
                                               temperature=settings.temperature)
 
     def generate(self, *, question: str, passages: list[Passage], mode: AnswerMode) -> Generation:
-        messages = answer_messages(question=question, passages=passages, mode=mode, refusal=self.settings.refusal)
-        return self._timed(messages)
+        return self.run(answer_messages(question=question, passages=passages, mode=mode,
+                                        refusal=self.settings.refusal))
 
     def repair(self, *, question: str, passages: list[Passage], mode: AnswerMode, answer: str,
                flagged: list[Sentence]) -> Generation:
-        messages = repair_messages(question=question, passages=passages, mode=mode, refusal=self.settings.refusal,
-                                   answer=answer, flagged=flagged)
-        return self._timed(messages)
+        return self.run(repair_messages(question=question, passages=passages, mode=mode,
+                                        refusal=self.settings.refusal, answer=answer, flagged=flagged))
 
     def complete(self, messages: list[dict[str, str]]) -> Generation:
+        """One completion of ``messages``: text (or an error code) and token counts."""
         raise NotImplementedError
 
-    def close(self) -> None:
-        """Release clients or models (idempotent)."""
+    def complete_batch(self, conversations: list[list[dict[str, str]]]) -> list[Generation]:
+        """Several completions; a backend that batches (vLLM) overrides this."""
+        return [self.complete(messages) for messages in conversations]
 
-    def _timed(self, messages: list[dict[str, str]]) -> Generation:
+    def run(self, messages: list[dict[str, str]]) -> Generation:
         started = time.perf_counter()
-        result = self.complete(messages)
+        return self.priced(self.complete(messages), seconds=time.perf_counter() - started)
+
+    def priced(self, result: Generation, *, seconds: float) -> Generation:
+        """``result`` with its wall time, its cost from the configured prices, and stripped text."""
         s = self.settings
         cost = (result.prompt_tokens * s.price_per_1k_prompt_tokens
                 + result.completion_tokens * s.price_per_1k_completion_tokens) / 1000
         return Generation(text=result.text.strip() if result.error is None else "", error=result.error,
                           prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                          seconds=time.perf_counter() - started, cost_usd=cost)
+                          seconds=seconds, cost_usd=cost)
+
+    def close(self) -> None:
+        """Release clients or models (idempotent)."""
 
 
 def _numbers(passages: list[Passage]) -> str:

@@ -1,9 +1,9 @@
 """``VllmGenerator``: answers from a vLLM engine inside this process (a Serve replica with a GPU).
 
 ``vllm.LLM(model=answer.model_path, dtype, gpu_memory_utilization, max_model_len)`` loads the
-local weights (nothing is downloaded); each call is one ``llm.chat`` with the prompt's
-messages (the model's own chat template), or ``llm.generate`` on the plain-text prompt when
-the tokenizer has no template. Sampling: ``max_new_tokens``, ``temperature`` (0 = greedy).
+local weights (nothing is downloaded); each call is one ``llm.chat`` with the prompts'
+messages (the model's own chat template; several conversations are one batched call), or
+``llm.generate`` on the plain-text prompts when the tokenizer has no template. Sampling: ``max_new_tokens``, ``temperature`` (0 = greedy).
 Token counts come from the ``RequestOutput`` (``prompt_token_ids`` and the completion's
 ``token_ids``). vLLM's offline engine has no per-request deadline, so ``timeout_s`` is not
 enforced here; ``max_new_tokens`` bounds each answer. A call that raises (e.g. a prompt over
@@ -59,17 +59,21 @@ class VllmGenerator(ChatGenerator):
         logger.info("loaded vLLM answer model %s from %s", self.model, self.path)
 
     def complete(self, messages: list[dict[str, str]]) -> Generation:
+        return self.complete_batch([messages])[0]
+
+    def complete_batch(self, conversations: list[list[dict[str, str]]]) -> list[Generation]:
+        """One engine call for all ``conversations`` (vLLM batches them); a failure fails them all."""
         try:
             with self._lock:
                 if self._chat:
-                    [output] = self._llm.chat([messages], sampling_params=self._params, use_tqdm=False)
+                    outputs = self._llm.chat(conversations, sampling_params=self._params, use_tqdm=False)
                 else:
-                    [output] = self._llm.generate([plain_prompt(messages)], sampling_params=self._params,
-                                                  use_tqdm=False)
-        except Exception as exc:  # noqa: BLE001 - any engine failure is this answer's error, not the service's
+                    prompts = [plain_prompt(messages) for messages in conversations]
+                    outputs = self._llm.generate(prompts, sampling_params=self._params, use_tqdm=False)
+        except Exception as exc:  # noqa: BLE001 - any engine failure is these answers' error, not the service's
             logger.warning("vLLM answer generation failed: %s", exc)
-            return Generation(text="", error="model_error")
-        return _from_output(output)
+            return [Generation(text="", error="model_error") for _ in conversations]
+        return [_from_output(output) for output in outputs]
 
     def close(self) -> None:
         self._llm = None
