@@ -66,10 +66,25 @@ class DeploymentGenerator:
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
-        described = handle.describe.remote().result()
-        self.backend: str = described["backend"]
-        self.model: str | None = described["model"]
-        self.fingerprint: str = described["fingerprint"]
+        self._described: dict[str, Any] | None = None
+
+    @property
+    def backend(self) -> str:
+        return self._describe()["backend"]
+
+    @property
+    def model(self) -> str | None:
+        return self._describe()["model"]
+
+    @property
+    def fingerprint(self) -> str:
+        return self._describe()["fingerprint"]
+
+    def _describe(self) -> dict[str, Any]:
+        """Asked once, on first use (from the Answerer's worker thread, not the constructor)."""
+        if self._described is None:
+            self._described = self._handle.describe.remote().result()
+        return self._described
 
     def generate(self, *, question: str, passages: list[Passage], mode: AnswerMode) -> Generation:
         return self._handle.generate.remote(question=question, passages=passages, mode=mode).result()
