@@ -93,3 +93,12 @@ class DeploymentGenerator:
                flagged: list[Sentence]) -> Generation:
         return self._handle.repair.remote(question=question, passages=passages, mode=mode, answer=answer,
                                           flagged=flagged).result()
+
+
+def bind_generator(settings: AnswerSettings) -> Any | None:
+    """The bound ``GeneratorDeployment`` when ``settings.generator == "vllm"``, else None (the other
+    generators run inside the ingress replica)."""
+    if settings.generator != "vllm":
+        return None
+    return GeneratorDeployment.options(name="AnswerGenerator", num_replicas=1, ray_actor_options={
+        "num_cpus": 0.25, "num_gpus": settings.num_gpus}).bind(settings)
