@@ -19,6 +19,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from kb_ray.cli import (
+        ask_command,
         catalog_commands,
         demo_command,
         dev_command,
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (parse_command, ingest_command, catalog_commands, index_commands, serve_commands, eval_command,
-                   demo_command, dev_command):
+                   demo_command, dev_command, ask_command):
         module.register(commands)
     return parser
 

@@ -24,6 +24,21 @@ class SearchRequest(BaseModel):
                                "characters of neighbouring chunks of its section as `context` (ranking unchanged)")
 
 
+class AnswerRequest(BaseModel):
+    """``POST /v1/answer`` body (docs/answers.md). Unknown fields are refused (HTTP 422); an
+    empty query or an unknown mode is HTTP 400."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(..., description="the question (qa), or what to focus on (summary, compare)")
+    mode: str = Field("qa", description="qa | summary | compare")
+    filter: dict[str, Any] | None = Field(None, description="the /v1/search filter vocabulary")
+    k: int | None = Field(None, description="hits searched, 1..search.max_k (default: answer.k)")
+    documents: list[str] | None = Field(None, description="document ids or titles (summary: one, compare: two+)")
+    dimensions: list[str] | None = Field(None, description="compare: the rows of the table (default: from "
+                                         "the documents' headings)")
+
+
 def merge_rerank(hits: list[dict[str, Any]], scores: list[float], *, k: int) -> list[dict[str, Any]]:
     """Order hits by cross-encoder score (ties: fused order), record the rerank rank, keep ``k``."""
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))

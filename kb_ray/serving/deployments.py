@@ -9,10 +9,12 @@
   but requests are not yet batched across callers; a ``@serve.batch`` page-query
   deployment is the next step when page search gets traffic).
 * ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
-* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx.
+* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx; and
+  ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path).
 """
 
 # No "from __future__ import annotations": FastAPI must see the real request types.
+import asyncio
 import logging
 import time
 from typing import Any
@@ -24,7 +26,7 @@ from ray import serve
 from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
 from kb_ray.search.errors import SearchRequestError
-from kb_ray.serving.api import SearchRequest, merge_rerank
+from kb_ray.serving.api import AnswerRequest, SearchRequest, merge_rerank
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
@@ -90,6 +92,9 @@ class SearchIngress:
     def __init__(self, config: KbConfig, embedder: Any, searcher: Any, reranker: Any = None) -> None:
         self.config = config
         self.embedder, self.searcher, self.reranker = embedder, searcher, reranker
+        from kb_ray.serving.answering import ServiceAnswerer
+
+        self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts)
 
     @api.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
@@ -101,6 +106,20 @@ class SearchIngress:
 
     @api.post("/v1/search")
     async def search(self, request: SearchRequest) -> JSONResponse:
+        return JSONResponse(await self._search(request))
+
+    @api.post("/v1/answer")
+    async def answer(self, request: AnswerRequest) -> JSONResponse:
+        """An answer with verified citations (docs/answers.md); 400 on an empty query or unknown mode."""
+        return JSONResponse(await self.answerer.answer(request.model_dump()))
+
+    async def _search_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._search(SearchRequest(**body))
+
+    async def _embed_texts(self, texts: list[str]) -> list[list[float]]:
+        return list(await asyncio.gather(*(self.embedder.embed.remote(text) for text in texts)))
+
+    async def _search(self, request: SearchRequest) -> dict[str, Any]:
         started = time.perf_counter()
         rerank = self.reranker is not None and request.rerank is not False
         if request.rerank and self.reranker is None:
@@ -122,7 +141,7 @@ class SearchIngress:
         result["reranked"] = rerank
         result["timing_ms"] = {"query_embed": round(embed_ms, 3), **result["timing_ms"],
                                "total_service": round((time.perf_counter() - started) * 1000, 3)}
-        return JSONResponse(result)
+        return result
 
     async def _rerank(self, request: SearchRequest, result: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()

@@ -1,0 +1,42 @@
+"""Answer generators behind one interface (:class:`kb_ray.answer.types.Generator`).
+
+``make_generator`` is the one factory: ``extractive`` (the embedded default) needs no model;
+``openai``, ``vllm`` and ``transformers`` call or load the configured model and never
+download one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from kb_ray.answer.types import Generator
+from kb_ray.config import AnswerSettings, SearchSettings
+from kb_ray.errors import KbRayError
+
+GENERATORS = ("extractive", "openai", "vllm", "transformers")
+
+
+def make_generator(settings: AnswerSettings, *, embed: Callable[[list[str]], np.ndarray] | None = None,
+                   abstain_below: float | None = None) -> Generator:
+    """The generator ``settings.generator`` names. ``embed`` (the packaged text embedder) and
+    ``abstain_below`` (the search's confidence threshold) are read by ``extractive``."""
+    if settings.generator == "extractive":
+        from kb_ray.answer.generators.extractive import ExtractiveGenerator
+
+        return ExtractiveGenerator(settings, embed=embed, abstain_below=abstain_below)
+    if settings.generator in GENERATORS:
+        raise KbRayError(f"answer.generator={settings.generator} is not available in this build; "
+                         "use answer.generator=extractive")
+    raise KbRayError(f"unknown answer.generator {settings.generator!r}; use one of {', '.join(GENERATORS)}")
+
+
+def abstain_threshold(settings: SearchSettings) -> float | None:
+    """The confidence under which the search abstains: ``search.abstain_below``, else the
+    threshold fitted with the confidence model (kb_ray/search/confidence.py)."""
+    if settings.abstain_below is not None:
+        return settings.abstain_below
+    from kb_ray.search.confidence import DEFAULT_MODEL_PATH, ConfidenceModel
+
+    return ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH).abstain_below

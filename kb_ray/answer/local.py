@@ -1,0 +1,38 @@
+"""An in-process :class:`Answerer`: ``HybridSearcher`` and the packaged text embedder, no Ray."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kb_ray.answer.answerer import Answerer
+from kb_ray.answer.generators import make_generator
+from kb_ray.config import KbConfig
+
+
+def local_answerer(config: KbConfig, *, embedder: Any = None,
+                   log: Callable[[dict, dict], None] | None = None) -> Answerer:
+    """Answers over the live index generation of ``config.kb_root``. ``embedder``: an already
+    loaded ``TextEmbedder`` (default: ``TextEmbedder.from_settings(config.embedding)``)."""
+    from kb_ray.embedding.text import TextEmbedder
+    from kb_ray.search.searcher import HybridSearcher
+
+    if embedder is None:
+        embedder = TextEmbedder.from_settings(config.embedding, num_threads=config.search.query_threads)
+    searcher = HybridSearcher.open(config, embedder=embedder)
+    generator = make_generator(config.answer, embed=embedder.embed_texts,
+                               abstain_below=searcher.assembler.abstain_below)
+    return Answerer(config.answer, generator=generator, search=searcher_search(searcher),
+                    embed=embedder.embed_texts, log=log)
+
+
+def searcher_search(searcher: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A ``/v1/search`` body → ``SearchResult.to_dict()`` over an in-process searcher."""
+
+    def search(body: dict[str, Any]) -> dict[str, Any]:
+        searcher.refresh()
+        return searcher.search(body["query"], k=body.get("k"), mode=body.get("mode") or "hybrid",
+                               filters=body.get("filter"), rerank=body.get("rerank"),
+                               context_chars=body.get("context_chars") or 0).to_dict()
+
+    return search

@@ -1,0 +1,54 @@
+"""``POST /v1/answer`` inside the ingress: an :class:`Answerer` over the ingress's own async
+search and embed paths (Ray-free: it only sees coroutine functions and an event loop).
+
+The Answerer is synchronous, so a request runs it in a worker thread; its ``search`` and
+``embed`` calls hop back onto the ingress's event loop, where the deployment handles live.
+The generator (extractive, or a client of an OpenAI-compatible endpoint) lives here, made
+on the first request so a misconfigured generator fails that request (HTTP 400), not the
+service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+
+from kb_ray.answer.answerer import Answerer
+from kb_ray.answer.generators import abstain_threshold, make_generator
+from kb_ray.answer.types import Generator
+from kb_ray.config import KbConfig
+
+AsyncSearch = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+AsyncEmbed = Callable[[list[str]], Awaitable[np.ndarray]]
+
+
+class ServiceAnswerer:
+    def __init__(self, config: KbConfig, *, search: AsyncSearch, embed: AsyncEmbed,
+                 log: Callable[[dict, dict], None] | None = None) -> None:
+        self.config = config
+        self._search, self._embed = search, embed
+        self.log = log
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._generator: Generator | None = None
+
+    async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        self._loop = asyncio.get_running_loop()
+        answerer = Answerer(self.config.answer, generator=self.generator(), search=self.search_sync,
+                            embed=self.embed_sync, log=self.log)
+        return await asyncio.to_thread(answerer.answer, request)
+
+    def generator(self) -> Generator:
+        if self._generator is None:
+            self._generator = make_generator(self.config.answer, embed=self.embed_sync,
+                                             abstain_below=abstain_threshold(self.config.search))
+        return self._generator
+
+    def search_sync(self, body: dict[str, Any]) -> dict[str, Any]:
+        return asyncio.run_coroutine_threadsafe(self._search(body), self._loop).result()
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(asyncio.run_coroutine_threadsafe(self._embed(list(texts)), self._loop).result(),
+                          dtype=np.float32)
