@@ -89,12 +89,14 @@ class RerankerDeployment:
 @serve.deployment
 @serve.ingress(api)
 class SearchIngress:
-    def __init__(self, config: KbConfig, embedder: Any, searcher: Any, reranker: Any = None) -> None:
+    def __init__(self, config: KbConfig, embedder: Any, searcher: Any, reranker: Any = None,
+                 generator: Any = None) -> None:
         self.config = config
         self.embedder, self.searcher, self.reranker = embedder, searcher, reranker
         from kb_ray.serving.answering import ServiceAnswerer
 
-        self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts)
+        self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts,
+                                        generator_handle=generator)
 
     @api.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
