@@ -1,7 +1,7 @@
 """A tiny random-weight causal LM, built offline for tests: ``kb-ray dev tiny-models`` writes it as ``lm-tiny``.
 
 A 2-layer ``LlamaForCausalLM`` (hidden size 64) with a byte-level BPE tokenizer trained here
-on a few sentences (about 500 tokens, so any text encodes) and a ChatML chat template
+on a few sentences and the answer prompt's fixed text (up to 1,000 tokens; any text encodes) and a ChatML chat template
 (``<|im_start|>role ... <|im_end|>``), saved as a ``PreTrainedTokenizerFast``. The real
 answer code (:class:`~kb_ray.answer.generators.transformers_local.TransformersGenerator`)
 loads and runs it unchanged; its answers are gibberish, which verification must flag.
@@ -60,14 +60,24 @@ def _tokenizer(m: dict[str, Any], *, chat_template: bool) -> Any:
     bpe = m["Tokenizer"](m["models"].BPE(unk_token=None))
     bpe.pre_tokenizer = m["pre_tokenizers"].ByteLevel(add_prefix_space=False)
     bpe.decoder = m["decoders"].ByteLevel()
-    trainer = m["trainers"].BpeTrainer(vocab_size=500, special_tokens=SPECIAL_TOKENS, show_progress=False,
+    trainer = m["trainers"].BpeTrainer(vocab_size=1000, special_tokens=SPECIAL_TOKENS, show_progress=False,
                                        initial_alphabet=m["pre_tokenizers"].ByteLevel.alphabet())
-    bpe.train_from_iterator(_CORPUS, trainer=trainer)
+    bpe.train_from_iterator([*_CORPUS, *_prompt_texts()], trainer=trainer)
     tokenizer = m["PreTrainedTokenizerFast"](tokenizer_object=bpe, eos_token="<|im_end|>",
                                              pad_token="<|endoftext|>", model_max_length=8192)
     if chat_template:
         tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
+
+
+def _prompt_texts() -> list[str]:
+    """The answer prompt's fixed text, so it encodes into few tokens (short prompts, fast tests)."""
+    from kb_ray.answer.generators import prompt
+    from kb_ray.config import REFUSAL
+
+    templates = [prompt.SYSTEM_TEMPLATE, prompt.USER_TEMPLATE, prompt.REPAIR_TEMPLATE, REFUSAL,
+                 *prompt.MODE_INSTRUCTIONS.values(), *prompt.PROBLEMS.values()]
+    return [line for text in templates for line in text.splitlines() if line.strip()]
 
 
 def _imports() -> dict[str, Any]:
