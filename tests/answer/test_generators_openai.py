@@ -195,3 +195,14 @@ def test_concurrency_is_bounded_by_max_concurrency():
                                     range(8)))
         in_flight = server.max_in_flight
     assert sorted(r.text for r in results) == sorted(replies) and in_flight == 2
+
+
+def test_429_is_retried_and_other_4xx_are_not():
+    with serve_openai(model=MODEL, chat_replies=[GOOD]) as server:
+        server.set(fail_times=1, fail_status=429)
+        retried = make_openai(server, retries=1).generate(question=QUESTION, passages=PASSAGES, mode="qa")
+        server.set(fail_times=1, fail_status=400)
+        response = ask(server, retries=3)
+        statuses = [r.status for r in server.requests]
+    assert retried.text == GOOD and statuses[:2] == [429, 200]
+    assert response["error"] == "http_4xx" and response["abstained"] and statuses[2:] == [400]

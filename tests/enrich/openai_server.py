@@ -25,7 +25,7 @@ answered 200 with a caption that depends only on the image::
 Behaviours (constructor keywords, or :meth:`OpenAIServer.set`):
 
 - ``api_key``: require ``Authorization: Bearer <api_key>``, else 401;
-- ``fail_times=N``: answer the next N valid requests with HTTP 500, then succeed;
+- ``fail_times=N``: answer the next N valid requests with HTTP 500 (``fail_status``), then succeed;
 - ``always_fail``: answer every request with HTTP 500;
 - ``delay_s``: sleep this long before answering (to trip a client timeout).
 
@@ -88,6 +88,7 @@ class _Behaviour:
     always_fail: bool = False
     delay_s: float = 0.0
     chat_replies: list[str] = field(default_factory=list)
+    fail_status: int = 500
 
 
 class _BadRequest(Exception):
@@ -158,7 +159,7 @@ class OpenAIServer:
                 return 400, _error(str(exc), "invalid_request_error"), delay
             if b.always_fail or b.fail_times > 0:
                 b.fail_times = max(0, b.fail_times - 1)
-                return 500, _error("injected failure", "server_error"), delay
+                return b.fail_status, _error("injected failure", "server_error"), delay
             if reply is None:
                 if not b.chat_replies:
                     return 409, _error("no scripted chat reply left", "test_script_exhausted"), delay
