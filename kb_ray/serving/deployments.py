@@ -113,7 +113,10 @@ class SearchIngress:
     @api.post("/v1/answer")
     async def answer(self, request: AnswerRequest) -> JSONResponse:
         """An answer with verified citations (docs/answers.md); 400 on an empty query or unknown mode."""
-        return JSONResponse(await self.answerer.answer(request.model_dump()))
+        try:
+            return JSONResponse(await self.answerer.answer(request.model_dump()))
+        except KbRayError as exc:  # bad request (empty query, unknown mode) or generator set-up
+            raise HTTPException(400, str(exc)) from exc
 
     async def _search_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._search(SearchRequest(**body))
