@@ -369,6 +369,8 @@ def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
         config.enrich.captions.model_path = _resolve(base, config.enrich.captions.model_path)
     if config.search.rerank_model_path:
         config.search.rerank_model_path = _resolve(base, config.search.rerank_model_path)
+    if config.answer.model_path:
+        config.answer.model_path = _resolve(base, config.answer.model_path)
     return config
 
 

@@ -191,12 +191,12 @@ def check_caption_settings(settings: CaptionSettings) -> None:
     """Raise :class:`KbRayError` now for what would stop every caption actor (no endpoint, an
     unset API key variable, no model directory), without loading a model."""
     if settings.backend == "openai":
-        from kb_ray.enrich.captioners_http import auth_headers
+        from kb_ray.http_client import auth_headers
 
         if not settings.endpoint:
             raise KbRayError("captions.backend=openai needs captions.endpoint, the server's base URL "
                              "(e.g. http://vllm:8000/v1)")
-        auth_headers(settings.api_key_env)
+        auth_headers(settings.api_key_env, setting="captions.api_key_env")
     else:
         from kb_ray.enrich.captioners_local import resolve_caption_model_path
 

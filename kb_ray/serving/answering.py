@@ -5,7 +5,8 @@ The Answerer is synchronous, so a request runs it in a worker thread; its ``sear
 ``embed`` calls hop back onto the ingress's event loop, where the deployment handles live.
 The generator (extractive, or a client of an OpenAI-compatible endpoint) lives here, made
 on the first request so a misconfigured generator fails that request (HTTP 400), not the
-service.
+service; with ``answer.generator=vllm`` it is a ``DeploymentGenerator`` over the GPU
+``GeneratorDeployment`` (kb_ray/serving/generator_deployment.py).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ AsyncEmbed = Callable[[list[str]], Awaitable[np.ndarray]]
 
 class ServiceAnswerer:
     def __init__(self, config: KbConfig, *, search: AsyncSearch, embed: AsyncEmbed,
-                 log: Callable[[dict, dict], None] | None = None) -> None:
+                 log: Callable[[dict, dict], None] | None = None, generator_handle: Any = None) -> None:
         self.config = config
         self._search, self._embed = search, embed
         self.log = log
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generator: Generator | None = None
+        self._generator_handle = generator_handle  # a GeneratorDeployment (answer.generator=vllm)
 
     async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         self._loop = asyncio.get_running_loop()
@@ -42,6 +44,10 @@ class ServiceAnswerer:
         return await asyncio.to_thread(answerer.answer, request)
 
     def generator(self) -> Generator:
+        if self._generator is None and self._generator_handle is not None:
+            from kb_ray.serving.generator_deployment import DeploymentGenerator
+
+            self._generator = DeploymentGenerator(self._generator_handle)
         if self._generator is None:
             self._generator = make_generator(self.config.answer, embed=self.embed_sync,
                                              abstain_below=abstain_threshold(self.config.search))

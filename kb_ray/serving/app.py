@@ -12,8 +12,9 @@ APP_NAME = "kb-ray"
 
 
 def build_app(config: KbConfig):
-    """The bound deployment graph: ingress → (query embedder, shard searcher, reranker?)."""
+    """The bound deployment graph: ingress → (query embedder, shard searcher, reranker?, answer generator?)."""
     from kb_ray.serving.deployments import QueryEmbedder, RerankerDeployment, SearchIngress, ShardSearcher
+    from kb_ray.serving.generator_deployment import bind_generator
 
     s = config.serve
     embedder = QueryEmbedder.options(num_replicas=s.embedder_replicas, ray_actor_options={
@@ -24,7 +25,9 @@ def build_app(config: KbConfig):
         device = "cuda" if s.reranker_num_gpus > 0 else "cpu"
         reranker = RerankerDeployment.options(ray_actor_options={"num_cpus": 0.25, "num_gpus": s.reranker_num_gpus}
                                               ).bind(config.search.rerank_model_path, device)
-    return SearchIngress.options(ray_actor_options={"num_cpus": 0.1}).bind(config, embedder, searcher, reranker)
+    generator = bind_generator(config.answer)  # vllm only: the engine in its own GPU deployment
+    return SearchIngress.options(ray_actor_options={"num_cpus": 0.1}).bind(config, embedder, searcher, reranker,
+                                                                            generator)
 
 
 def app_from_env():

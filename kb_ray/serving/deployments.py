@@ -89,12 +89,14 @@ class RerankerDeployment:
 @serve.deployment
 @serve.ingress(api)
 class SearchIngress:
-    def __init__(self, config: KbConfig, embedder: Any, searcher: Any, reranker: Any = None) -> None:
+    def __init__(self, config: KbConfig, embedder: Any, searcher: Any, reranker: Any = None,
+                 generator: Any = None) -> None:
         self.config = config
         self.embedder, self.searcher, self.reranker = embedder, searcher, reranker
         from kb_ray.serving.answering import ServiceAnswerer
 
-        self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts)
+        self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts,
+                                        generator_handle=generator)
 
     @api.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
@@ -111,7 +113,10 @@ class SearchIngress:
     @api.post("/v1/answer")
     async def answer(self, request: AnswerRequest) -> JSONResponse:
         """An answer with verified citations (docs/answers.md); 400 on an empty query or unknown mode."""
-        return JSONResponse(await self.answerer.answer(request.model_dump()))
+        try:
+            return JSONResponse(await self.answerer.answer(request.model_dump()))
+        except KbRayError as exc:  # bad request (empty query, unknown mode) or generator set-up
+            raise HTTPException(400, str(exc)) from exc
 
     async def _search_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._search(SearchRequest(**body))

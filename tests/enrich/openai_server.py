@@ -25,11 +25,20 @@ answered 200 with a caption that depends only on the image::
 Behaviours (constructor keywords, or :meth:`OpenAIServer.set`):
 
 - ``api_key``: require ``Authorization: Bearer <api_key>``, else 401;
-- ``fail_times=N``: answer the next N valid requests with HTTP 500, then succeed;
+- ``fail_times=N``: answer the next N valid requests with HTTP 500 (``fail_status``), then succeed;
 - ``always_fail``: answer every request with HTTP 500;
 - ``delay_s``: sleep this long before answering (to trip a client timeout).
 
 A request can also ask for a behaviour itself with the header ``X-Test-Delay-S``.
+
+Text chats (the answer generators): a request whose messages all have string contents
+(roles ``system`` / ``user`` / ``assistant``, the last one ``user``) is answered with the next
+of the scripted ``chat_replies`` (a list, consumed in order; ``server.set(chat_replies=[...])``
+or ``server.script(...)``), and ``usage`` with ``prompt_tokens`` (words of all messages) and
+``completion_tokens`` (words of the reply). With no scripted reply left it answers 409, so a
+test that asks more than it scripted fails visibly. ``server.chat_requests()`` lists the
+bodies of the text chats received. ``fail_times`` / ``always_fail`` / ``delay_s`` / ``api_key``
+apply to chats too (a failed request does not consume a reply).
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -78,6 +87,8 @@ class _Behaviour:
     fail_times: int = 0
     always_fail: bool = False
     delay_s: float = 0.0
+    chat_replies: list[str] = field(default_factory=list)
+    fail_status: int = 500
 
 
 class _BadRequest(Exception):
@@ -110,6 +121,16 @@ class OpenAIServer:
                     raise TypeError(f"unknown behaviour {key!r}")
                 setattr(self._behaviour, key, value)
 
+    def script(self, *replies: str) -> None:
+        """Queue these chat replies (after any still queued)."""
+        with self._lock:
+            self._behaviour.chat_replies.extend(replies)
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """Bodies of the text-chat requests received so far (answered or not)."""
+        with self._lock:
+            return [r.body for r in self.requests if _is_text_chat(r.body)]
+
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
@@ -133,17 +154,30 @@ class OpenAIServer:
             if b.api_key is not None and record.authorization != f"Bearer {b.api_key}":
                 return 401, _error("invalid or missing API key", "authentication_error"), delay
             try:
-                caption, prompt_tokens = self._validate(record.body)
+                reply, prompt_tokens = self._reply(record.body)
             except _BadRequest as exc:
                 return 400, _error(str(exc), "invalid_request_error"), delay
             if b.always_fail or b.fail_times > 0:
                 b.fail_times = max(0, b.fail_times - 1)
-                return 500, _error("injected failure", "server_error"), delay
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(caption.split()),
-                 "total_tokens": prompt_tokens + len(caption.split())}
-        choice = {"index": 0, "message": {"role": "assistant", "content": caption}, "finish_reason": "stop"}
+                return b.fail_status, _error("injected failure", "server_error"), delay
+            if reply is None:
+                if not b.chat_replies:
+                    return 409, _error("no scripted chat reply left", "test_script_exhausted"), delay
+                reply = b.chat_replies.pop(0)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(reply.split()),
+                 "total_tokens": prompt_tokens + len(reply.split())}
+        choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
         return 200, {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
                      "model": self.model, "choices": [choice], "usage": usage}, delay
+
+    def _reply(self, body: Any) -> tuple[str | None, int]:
+        """(caption, prompt tokens) of a caption request; (None, prompt tokens) of a text chat."""
+        if _is_text_chat(body):
+            if body.get("model") != self.model:
+                raise _BadRequest(f"unknown model {body.get('model')!r}; this server serves {self.model!r}")
+            _validate_text_chat(body["messages"])
+            return None, sum(len(m["content"].split()) for m in body["messages"])
+        return self._validate(body)
 
     def _validate(self, body: Any) -> tuple[str, int]:
         if not isinstance(body, dict):
@@ -163,6 +197,19 @@ class OpenAIServer:
         image = _decode_data_url(urls[0])
         patches = -(-image.width // PATCH) * -(-image.height // PATCH)
         return describe_image(image), len(texts[0].split()) + patches
+
+
+def _is_text_chat(body: Any) -> bool:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return (isinstance(messages, list) and bool(messages)
+            and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages))
+
+
+def _validate_text_chat(messages: list[dict[str, Any]]) -> None:
+    if any(m.get("role") not in ("system", "user", "assistant") for m in messages):
+        raise _BadRequest("every message role must be system, user or assistant")
+    if messages[-1]["role"] != "user":
+        raise _BadRequest("the last message must be the user's")
 
 
 def _decode_data_url(url: Any) -> Image.Image:
@@ -223,10 +270,11 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve_openai(*, model: str = "kb-ray/test-vlm", api_key: str | None = None, fail_times: int = 0,
-                 always_fail: bool = False, delay_s: float = 0.0) -> Iterator[OpenAIServer]:
+                 always_fail: bool = False, delay_s: float = 0.0,
+                 chat_replies: list[str] | None = None) -> Iterator[OpenAIServer]:
     """Start a server on 127.0.0.1 (a free port) for the duration of the ``with`` block."""
     server = OpenAIServer(model=model, api_key=api_key, fail_times=fail_times, always_fail=always_fail,
-                          delay_s=delay_s)
+                          delay_s=delay_s, chat_replies=list(chat_replies or []))
     try:
         yield server
     finally:

@@ -26,9 +26,18 @@ def make_generator(settings: AnswerSettings, *, embed: Callable[[list[str]], np.
         from kb_ray.answer.generators.extractive import ExtractiveGenerator
 
         return ExtractiveGenerator(settings, embed=embed, abstain_below=abstain_below)
-    if settings.generator in GENERATORS:
-        raise KbRayError(f"answer.generator={settings.generator} is not available in this build; "
-                         "use answer.generator=extractive")
+    if settings.generator == "openai":
+        from kb_ray.answer.generators.openai import OpenAIGenerator
+
+        return OpenAIGenerator(settings)
+    if settings.generator == "transformers":
+        from kb_ray.answer.generators.transformers_local import TransformersGenerator
+
+        return TransformersGenerator(settings)
+    if settings.generator == "vllm":
+        from kb_ray.answer.generators.vllm import VllmGenerator
+
+        return VllmGenerator(settings)
     raise KbRayError(f"unknown answer.generator {settings.generator!r}; use one of {', '.join(GENERATORS)}")
 
 
