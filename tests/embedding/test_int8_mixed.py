@@ -22,21 +22,13 @@ from kb_ray.config import EmbeddingSettings  # noqa: E402
 from kb_ray.embedding import TextEmbedder, embedder_fingerprint  # noqa: E402
 from kb_ray.embedding.fingerprint import VECTOR_TOLERANCE  # noqa: E402
 from kb_ray.errors import KbRayError  # noqa: E402
+from tests.embedding.golden_texts import golden_texts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_FINGERPRINT = "fp_45b53f42d51d76be09e581c844519179"  # torch fp32, the default (test_runtimes.py)
 DIGEST = "0" * 64
 
 
-def real_texts() -> list[str]:
-    """Paragraphs of three golden sources and 40 golden queries (the texts test_runtimes.py uses)."""
-    paragraphs = []
-    for name in ("guide.md", "notes.txt", "vietnamese.txt"):
-        text = (REPO / "golden" / "sources" / name).read_text(encoding="utf-8")
-        paragraphs += [p.strip() for p in text.split("\n\n") if p.strip()]
-    queries = [json.loads(line)["query"] for line in (REPO / "golden" / "queries.jsonl").read_text().splitlines()
-               if line.strip()]
-    return paragraphs + queries[:40]
 
 
 def cosine_gaps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -51,7 +43,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def gaps(cache_dir: Path) -> dict[str, np.ndarray]:
     """``|cos - 1|`` against torch fp32 of both int8 runtimes on the same texts."""
-    texts = real_texts()
+    texts = golden_texts()
     reference = TextEmbedder(num_threads=1).embed_texts(texts)
     return {runtime: cosine_gaps(TextEmbedder(runtime=runtime, num_threads=1, cache_dir=cache_dir).embed_texts(texts),
                                  reference) for runtime in ("onnx-int8", "onnx-int8-mixed")}

@@ -25,6 +25,7 @@ from kb_ray.embedding import TextEmbedder, embedder_fingerprint, model_digest  #
 from kb_ray.embedding.fingerprint import VECTOR_TOLERANCE  # noqa: E402
 from kb_ray.embedding.tiny import build_tiny_text_model  # noqa: E402
 from kb_ray.errors import KbRayError  # noqa: E402
+from tests.embedding.golden_texts import golden_texts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 # The fingerprint every catalog built with the default settings carries (before the
@@ -32,16 +33,6 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_FINGERPRINT = "fp_45b53f42d51d76be09e581c844519179"
 
 
-def real_texts() -> list[str]:
-    """Paragraphs of the golden sources (prose, lists, Vietnamese) and the golden queries."""
-    paragraphs = []
-    for name in ("guide.md", "notes.txt", "vietnamese.txt"):
-        text = (REPO / "golden" / "sources" / name).read_text(encoding="utf-8")
-        paragraphs += [p.strip() for p in text.split("\n\n") if p.strip()]
-    queries = [json.loads(line)["query"] for line in (REPO / "golden" / "queries.jsonl").read_text().splitlines()
-               if line.strip()]
-    long_one = " ".join(paragraphs)  # past max_seq_length: truncation must agree too
-    return paragraphs + queries[:40] + [long_one]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +42,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
-    return real_texts()
+    return golden_texts(with_long=True)
 
 
 @pytest.fixture(scope="module")
