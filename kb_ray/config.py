@@ -251,6 +251,8 @@ class AnswerSettings(_Settings):
     summary_sections: list[str] | None = None  # None: derived from the document's section tree
     max_summary_sections: int = Field(6, ge=1)
     log: bool = True  # append every answer to the ``answers`` Delta table
+    log_batch_rows: int = Field(16, ge=1)  # service: answers appended in one commit (kb_ray/answer/log.py)
+    log_flush_s: float = Field(1.0, gt=0)  # service: the longest an answer waits for its commit
 
 
 class KbConfig(_Settings):
