@@ -3,6 +3,9 @@
 
 Per question (docs/answers.md, "Log, feedback and eval"):
 
+* **gold in pack** — the retrieval's share (the ceiling of citation recall): an answerable
+  question counts 1 when a passage of the evidence pack given to the generator overlaps a
+  gold span (same rule as below).
 * **citation recall** — an answerable question counts 1 when a citation of the answer
   overlaps a gold span: same version of the gold document, a cited span intersecting the
   gold quote's span (an abstained answer cites nothing: 0). ``cites_gold_document`` is the
@@ -25,6 +28,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kb_ray.answer.pack import evidence_pack
 from kb_ray.eval.dataset import EvalQuery
 from kb_ray.eval.metrics import mean, quote_matches
 from kb_ray.eval.resolve import GoldSpan, QuoteResolutionError, overlaps, resolve_queries
@@ -41,7 +45,9 @@ class AnswerOutcome:
     abstained: bool
     verification: str
     latency_ms: float
+    search_ms: float = 0.0  # of latency_ms: the hybrid search (the retrieval alone, same run)
     cites_gold: bool | None = None  # answerable only: a cited span overlaps a gold span
+    gold_in_pack: bool | None = None  # answerable only: a passage GIVEN to the generator overlaps a gold span
     cites_gold_document: bool | None = None
     contains_gold: bool | None = None
     citations: int = 0  # [n] markers over all sentences
@@ -78,6 +84,7 @@ def score_answer(query: EvalQuery, response: dict[str, Any], gold: list[GoldSpan
     outcome = AnswerOutcome(
         id=query.id, kind=query.kind, answerable=query.answerable, abstained=bool(response.get("abstained")),
         verification=response.get("verification") or "", latency_ms=float(response["timings_ms"].get("total", 0.0)),
+        search_ms=float(response["timings_ms"].get("search", 0.0)),
         citations=len(markers), supported_citations=sum(bool(s.get("supported")) and n in verbatim for s, n in markers),
         verbatim_citations=len(verbatim), response_citations=len(citations), sentences=len(sentences),
         unsupported=sum(not s.get("supported") for s in sentences))
@@ -102,13 +109,32 @@ def run_answer_eval(answerers: dict[str, Any], queries: list[EvalQuery], *, text
     results = []
     for name, answerer in answerers.items():
         result = GeneratorResult(generator={"name": name, **answerer.generator_info()})
+        searched: list[dict[str, Any]] = []
+        answerer.search = _recording(answerer.search, searched)
         for n, query in enumerate(queries, 1):
+            searched.clear()
             response = answerer.answer({"query": query.query, "mode": "qa", "k": k})
-            result.queries.append(score_answer(query, response, resolution.spans.get(query.id, []), texts))
+            gold = resolution.spans.get(query.id, [])
+            result.queries.append(score_answer(query, response, gold, texts))
+            if query.answerable:
+                result.queries[-1].gold_in_pack = _gold_in_pack(searched, gold, answerer.settings)
             if n % 25 == 0:
                 logger.info("answer eval %s: %d/%d questions", name, n, len(queries))
         results.append(result)
     return AnswerEvalResult(dataset=dataset, split=split, generation=generation, generators=results)
+
+
+def _recording(search: Any, into: list[dict[str, Any]]) -> Any:
+    """The answerer's search, keeping each result (to see which passages the generator got)."""
+    def record(body: dict[str, Any]) -> dict[str, Any]:
+        into.append(search(body))
+        return into[-1]
+    return record
+
+
+def _gold_in_pack(searched: list[dict[str, Any]], gold: list[GoldSpan], settings: Any) -> bool:
+    passages = [p for result in searched for p in evidence_pack(hits=result.get("hits") or [], settings=settings)]
+    return any(p.version_id == g.version_id and overlaps(p.spans, g.start, g.end) for p in passages for g in gold)
 
 
 def summarize_generator(result: GeneratorResult) -> dict[str, Any]:
@@ -118,11 +144,12 @@ def summarize_generator(result: GeneratorResult) -> dict[str, Any]:
     unanswerable = [o for o in q if not o.answerable]
     citations = sum(o.citations for o in q)
     sentences = sum(o.sentences for o in q)
-    latencies = sorted(o.latency_ms for o in q)
+    latencies, searches = sorted(o.latency_ms for o in q), sorted(o.search_ms for o in q)
     return {
         "generator": result.generator, "questions": len(q), "answerable": len(answerable),
         "no_answer": len(unanswerable),
         "citation_recall": mean(float(o.cites_gold) for o in answerable),
+        "gold_in_pack": mean(float(o.gold_in_pack) for o in answerable if o.gold_in_pack is not None),
         "cites_gold_document": mean(float(o.cites_gold_document) for o in answerable),
         "contains_gold": mean(float(o.contains_gold) for o in answerable),
         "citation_precision": sum(o.supported_citations for o in q) / citations if citations else None,
@@ -133,6 +160,7 @@ def summarize_generator(result: GeneratorResult) -> dict[str, Any]:
         "unsupported_sentence_rate": sum(o.unsupported for o in q) / sentences if sentences else None,
         "sentences": sentences, "citations": citations,
         "latency_ms": {"p50": _quantile(latencies, 0.5), "p95": _quantile(latencies, 0.95)},
+        "search_ms": {"p50": _quantile(searches, 0.5), "p95": _quantile(searches, 0.95)},
         "misses": [o.id for o in answerable if not o.cites_gold],
         "refused_no_answer_missed": [o.id for o in unanswerable if not o.abstained],
     }
@@ -143,7 +171,7 @@ def summarize_answers(result: AnswerEvalResult) -> dict[str, Any]:
             "generators": [summarize_generator(g) for g in result.generators]}
 
 
-COLUMNS = (("citation recall", "citation_recall"), ("cites gold doc", "cites_gold_document"),
+COLUMNS = (("gold in pack", "gold_in_pack"), ("citation recall", "citation_recall"), ("cites gold doc", "cites_gold_document"),
            ("contains gold", "contains_gold"), ("citation precision", "citation_precision"),
            ("verbatim", "verbatim_citations"), ("abstain (no-answer)", "abstention_no_answer"),
            ("false refusal", "false_refusal"), ("unsupported sent.", "unsupported_sentence_rate"))
@@ -151,14 +179,15 @@ COLUMNS = (("citation recall", "citation_recall"), ("cites gold doc", "cites_gol
 
 def render_answers_markdown(summary: dict[str, Any]) -> str:
     """The per-generator table and the misses, as Markdown."""
-    header = ["generator", "questions", *(title for title, _ in COLUMNS), "p50 ms", "p95 ms"]
+    header = ["generator", "questions", *(title for title, _ in COLUMNS), "p50 ms", "p95 ms", "search p50 ms"]
     lines = [f"dataset `{summary['dataset']}` (split {summary['split']}), index generation "
              f"`{summary['generation']}`", "", "| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
     for row in summary["generators"]:
         cells = [row["generator"]["name"], f"{row['questions']} ({row['answerable']} answerable)",
                  *(_fmt(row[key]) for _, key in COLUMNS),
-                 _fmt(row["latency_ms"]["p50"], 1), _fmt(row["latency_ms"]["p95"], 1)]
+                 _fmt(row["latency_ms"]["p50"], 1), _fmt(row["latency_ms"]["p95"], 1),
+                 _fmt(row["search_ms"]["p50"], 1)]
         lines.append("| " + " | ".join(cells) + " |")
     for row in summary["generators"]:
         lines += ["", f"{row['generator']['name']} (fingerprint `{row['generator']['fingerprint'][:12]}`): "
