@@ -3,9 +3,11 @@
 
 Per question (docs/answers.md, "Log, feedback and eval"):
 
-* **gold in pack** — the retrieval's share (the ceiling of citation recall): an answerable
-  question counts 1 when a passage of the evidence pack given to the generator overlaps a
-  gold span (same rule as below).
+* **gold span in pack** — the retrieval's share (the ceiling of citation recall): an
+  answerable question counts 1 when a passage of the evidence pack given to the generator
+  overlaps a gold span (same rule as below). **gold chunk in pack** / **cites gold chunk**:
+  the same at chunk level (the passage's chunk overlaps a gold span, as the retrieval eval's
+  qrels), so a passage cut from the right chunk but beside the quote shows as the gap.
 * **citation recall** — an answerable question counts 1 when a citation of the answer
   overlaps a gold span: same version of the gold document, a cited span intersecting the
   gold quote's span (an abstained answer cites nothing: 0). ``cites_gold_document`` is the
@@ -31,7 +33,14 @@ from typing import Any
 from kb_ray.answer.pack import evidence_pack
 from kb_ray.eval.dataset import EvalQuery
 from kb_ray.eval.metrics import mean, quote_matches
-from kb_ray.eval.resolve import GoldSpan, QuoteResolutionError, overlaps, resolve_queries
+from kb_ray.eval.resolve import (
+    GoldSpan,
+    QuoteResolutionError,
+    chunk_spans,
+    overlaps,
+    relevant_chunks,
+    resolve_queries,
+)
 
 logger = logging.getLogger(__name__)
 _SPACE = re.compile(r"\s+")
@@ -48,6 +57,8 @@ class AnswerOutcome:
     search_ms: float = 0.0  # of latency_ms: the hybrid search (the retrieval alone, same run)
     cites_gold: bool | None = None  # answerable only: a cited span overlaps a gold span
     gold_in_pack: bool | None = None  # answerable only: a passage GIVEN to the generator overlaps a gold span
+    gold_chunk_in_pack: bool | None = None  # ... a given passage comes from a chunk that overlaps a gold span
+    cites_gold_chunk: bool | None = None  # ... a cited passage comes from such a chunk
     cites_gold_document: bool | None = None
     contains_gold: bool | None = None
     citations: int = 0  # [n] markers over all sentences
@@ -106,6 +117,8 @@ def run_answer_eval(answerers: dict[str, Any], queries: list[EvalQuery], *, text
     resolution = resolve_queries(queries, texts)
     if resolution.unresolved:
         raise QuoteResolutionError("gold quotes that do not resolve:\n  " + "\n  ".join(resolution.unresolved))
+    chunks = chunk_spans(texts.catalog, [g.version_id for spans in resolution.spans.values() for g in spans])
+    qrels = {qid: relevant_chunks(spans, chunks) for qid, spans in resolution.spans.items()}
     results = []
     for name, answerer in answerers.items():
         result = GeneratorResult(generator={"name": name, **answerer.generator_info()})
@@ -117,7 +130,8 @@ def run_answer_eval(answerers: dict[str, Any], queries: list[EvalQuery], *, text
             gold = resolution.spans.get(query.id, [])
             result.queries.append(score_answer(query, response, gold, texts))
             if query.answerable:
-                result.queries[-1].gold_in_pack = _gold_in_pack(searched, gold, answerer.settings)
+                _add_pack_scores(result.queries[-1], searched, gold, qrels.get(query.id, set()), answerer.settings,
+                                 response)
             if n % 25 == 0:
                 logger.info("answer eval %s: %d/%d questions", name, n, len(queries))
         results.append(result)
@@ -132,9 +146,14 @@ def _recording(search: Any, into: list[dict[str, Any]]) -> Any:
     return record
 
 
-def _gold_in_pack(searched: list[dict[str, Any]], gold: list[GoldSpan], settings: Any) -> bool:
+def _add_pack_scores(outcome: AnswerOutcome, searched: list[dict[str, Any]], gold: list[GoldSpan],
+                     gold_chunks: set[str], settings: Any, response: dict[str, Any]) -> None:
+    """Whether the evidence pack held the gold span / a gold chunk, and whether a cited passage is of a gold chunk."""
     passages = [p for result in searched for p in evidence_pack(hits=result.get("hits") or [], settings=settings)]
-    return any(p.version_id == g.version_id and overlaps(p.spans, g.start, g.end) for p in passages for g in gold)
+    outcome.gold_in_pack = any(p.version_id == g.version_id and overlaps(p.spans, g.start, g.end)
+                               for p in passages for g in gold)
+    outcome.gold_chunk_in_pack = any(p.chunk_id in gold_chunks for p in passages)
+    outcome.cites_gold_chunk = any(c["chunk_id"] in gold_chunks for c in response.get("citations") or [])
 
 
 def summarize_generator(result: GeneratorResult) -> dict[str, Any]:
@@ -150,6 +169,8 @@ def summarize_generator(result: GeneratorResult) -> dict[str, Any]:
         "no_answer": len(unanswerable),
         "citation_recall": mean(float(o.cites_gold) for o in answerable),
         "gold_in_pack": mean(float(o.gold_in_pack) for o in answerable if o.gold_in_pack is not None),
+        "gold_chunk_in_pack": mean(float(o.gold_chunk_in_pack) for o in answerable if o.gold_chunk_in_pack is not None),
+        "cites_gold_chunk": mean(float(o.cites_gold_chunk) for o in answerable if o.cites_gold_chunk is not None),
         "cites_gold_document": mean(float(o.cites_gold_document) for o in answerable),
         "contains_gold": mean(float(o.contains_gold) for o in answerable),
         "citation_precision": sum(o.supported_citations for o in q) / citations if citations else None,
@@ -171,7 +192,8 @@ def summarize_answers(result: AnswerEvalResult) -> dict[str, Any]:
             "generators": [summarize_generator(g) for g in result.generators]}
 
 
-COLUMNS = (("gold in pack", "gold_in_pack"), ("citation recall", "citation_recall"), ("cites gold doc", "cites_gold_document"),
+COLUMNS = (("gold chunk in pack", "gold_chunk_in_pack"), ("gold span in pack", "gold_in_pack"),
+           ("cites gold chunk", "cites_gold_chunk"), ("citation recall", "citation_recall"), ("cites gold doc", "cites_gold_document"),
            ("contains gold", "contains_gold"), ("citation precision", "citation_precision"),
            ("verbatim", "verbatim_citations"), ("abstain (no-answer)", "abstention_no_answer"),
            ("false refusal", "false_refusal"), ("unsupported sent.", "unsupported_sentence_rate"))

@@ -90,6 +90,7 @@ def test_the_real_answerer_and_extractive_generator_through_the_answer_eval(text
     by_name = {g.generator["name"]: summarize_generator(g) for g in result.generators}
     assert by_name["both"]["citation_recall"] == 1.0 and by_name["part0"]["citation_recall"] == 0.0
     assert by_name["both"]["gold_in_pack"] == 1.0 and by_name["part0"]["gold_in_pack"] == 0.0
+    assert by_name["both"]["cites_gold_chunk"] == 1.0 and by_name["part0"]["gold_chunk_in_pack"] == 0.0
     for summary in by_name.values():
         assert summary["abstention_no_answer"] == 1.0 and summary["citation_precision"] == 1.0
         assert summary["verbatim_citations"] == 1.0 and summary["unsupported_sentence_rate"] == 0.0
