@@ -2,7 +2,8 @@
 
 Ingests the golden documents into ``kb_root`` (``.kb/`` by default), prints the run report,
 a DuckDB summary of the catalog and the verify result, builds the index, starts the Ray
-Serve app on 127.0.0.1, asks a few questions over HTTP, prints cited hits, shuts down.
+Serve app on 127.0.0.1, asks a few questions over HTTP, prints cited hits, then asks
+``POST /v1/answer`` one question and prints its cited extractive answer, shuts down.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ DEMO_QUESTIONS = (
     "How much does a CycleLink day pass cost?",
     "Who won the 1998 football world cup?",  # not in golden/: the service should abstain
 )
+DEMO_ANSWER_QUESTION = "How many eelgrass shoots were transplanted in Halvik Bay?"
 
 
 def ask_questions(config) -> int:
@@ -75,6 +77,19 @@ def ask_questions(config) -> int:
             print(f"  {abstain_line(result)}")
             for rank, hit in enumerate(result["hits"], start=1):
                 print(f"  [{rank}] {citation_line(hit)}")
+        show_answer(url, DEMO_ANSWER_QUESTION)
     finally:
         stop_service()
     return 0
+
+
+def show_answer(url: str, question: str) -> None:
+    """``POST /v1/answer`` and the answer as ``kb-ray ask`` prints it."""
+    import httpx
+
+    from kb_ray.cli.ask_command import render_answer
+
+    reply = httpx.post(f"{url}/v1/answer", json={"query": question}, timeout=300)
+    reply.raise_for_status()
+    print(f"\n== answer (POST /v1/answer, extractive): {question}")
+    print("  " + render_answer(reply.json()).replace("\n", "\n  "))

@@ -9,7 +9,8 @@ is already the retrieval's best evidence window of its hit). A sentence scores
 every other one that scores at least ``KEEP_RATIO`` of it and is not a near-duplicate
 (``DUPLICATE_JACCARD`` of content words) of one already kept, up to ``max_sentences``. A
 sentence is relevant only if it shares a query word or its cosine reaches ``MIN_COSINE``.
-The answer lists passages by hit confidence and, within one passage, sentences in document
+Markdown headings are not candidates (a title restates the question, it does not answer
+it). The answer lists passages by hit confidence and, within one passage, sentences in document
 order; each sentence carries its ``[n]``. It abstains with the configured refusal when no
 passage is given, when the best hit confidence is below the search's ``abstain_below``, or
 when no sentence is relevant. ``repair`` drops the flagged sentences and selects again.
@@ -98,11 +99,11 @@ class ExtractiveGenerator:
     def candidates(self, question: str, passages: list[Passage]) -> list[Candidate]:
         """Every citable sentence of the passages, scored for ``question``."""
         pieces = [(p, position, text) for p in passages for position, text in passage_sentences(p.quote)]
-        terms = query_terms(question)
         cosines = self._cosines(question, [text for _, _, text in pieces])
+        terms = query_terms(question)
+        covers = [coverage(terms, text) for _, _, text in pieces]
         out = []
-        for (passage, position, text), cosine in zip(pieces, cosines):
-            cover = coverage(terms, text)
+        for (passage, position, text), cosine, cover in zip(pieces, cosines, covers):
             confidence = passage.confidence or 0.0
             score = COVERAGE_WEIGHT * cover + (cosine or 0.0) + CONFIDENCE_WEIGHT * confidence
             relevant = cover > 0 or (cosine is not None and cosine >= MIN_COSINE)
@@ -137,7 +138,7 @@ def passage_sentences(quote: str) -> list[tuple[int, str]]:
         offset = 0
         for sentence in split_sentences(piece):
             offset = piece.find(sentence, offset)
-            if re.search(r"\w\w", sentence) and not _HAS_MARKER.search(sentence):
+            if re.search(r"\w\w", sentence) and not _HAS_MARKER.search(sentence) and not sentence.startswith("#"):
                 out.append((start + offset, sentence))
             offset += len(sentence)
     return out
