@@ -15,7 +15,7 @@ from kb_ray.catalog.sql import load_ready_query, run_query
 from kb_ray.cli import main as kb_ray
 from kb_ray.index import build_index
 from kb_ray.serving.app import start_service, stop_service
-from tests.index_fixtures import SyntheticDoc, copy_kb, golden_config, golden_kb, write_synthetic_catalog  # noqa: F401
+from tests.index_fixtures import SyntheticDoc, copy_kb, golden_config, write_synthetic_catalog
 
 PORT = 8766
 URL = f"http://127.0.0.1:{PORT}"
