@@ -115,7 +115,10 @@ class SearchIngress:
     @api.post("/v1/answer")
     async def answer(self, request: AnswerRequest) -> JSONResponse:
         """An answer with verified citations (docs/answers.md); 400 on an empty query or unknown mode."""
-        return JSONResponse(await self.answerer.answer(request.model_dump()))
+        try:
+            return JSONResponse(await self.answerer.answer(request.model_dump()))
+        except KbRayError as exc:  # bad request (empty query, unknown mode) or generator set-up
+            raise HTTPException(400, str(exc)) from exc
 
     @api.post("/v1/answers/{answer_id}/feedback")
     async def feedback(self, answer_id: str, request: FeedbackRequest) -> JSONResponse:

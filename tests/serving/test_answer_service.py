@@ -1,0 +1,52 @@
+"""POST /v1/answer over real HTTP on 127.0.0.1 (extractive, golden catalog)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from kb_ray.index import build_index
+from kb_ray.serving.app import start_service, stop_service
+from tests.index_fixtures import copy_kb, golden_config
+
+PORT = 8767
+URL = f"http://127.0.0.1:{PORT}"
+
+
+@pytest.fixture(scope="module")
+def service(golden_kb, tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve-answer")
+    config = golden_config(copy_kb(golden_kb, root / "kb"), "embedding.num_threads=1", "index.shards=1")
+    build_index(config)
+    start_service(config, port=PORT)
+    yield config
+    stop_service()
+
+
+def ask(**body) -> httpx.Response:
+    return httpx.post(f"{URL}/v1/answer", json=body, timeout=120)
+
+
+def test_an_answerable_question_gets_a_verified_cited_answer(service):
+    response = ask(query="how many eelgrass shoots were transplanted in Halvik Bay")
+    assert response.status_code == 200
+    body = response.json()
+    assert not body["abstained"] and body["verification"] == "ok" and "38,400" in body["answer"]
+    cited = [c for c in body["citations"] if "38,400" in c["quote"]]
+    assert cited and cited[0]["uri"].endswith("two_column.pdf") and 1 in cited[0]["pages"]
+    assert all(s["supported"] for s in body["sentences"]) and body["generator"]["backend"] == "extractive"
+    assert {"search", "pack", "generate", "verify", "total"} <= set(body["timings_ms"])
+
+
+def test_a_question_the_corpus_does_not_answer_gets_the_refusal(service):
+    body = ask(query="Who won the 1998 football world cup?").json()
+    assert body["abstained"] and body["citations"] == [] and body["verification"] == "refused"
+    assert body["answer"] == service.answer.refusal
+
+
+def test_bad_requests_are_400_and_the_endpoint_is_documented(service):
+    assert ask(query="   ").status_code == 400
+    assert ask(query="seal kit", mode="poem").status_code == 400
+    assert ask(query="seal kit", temperature=2).status_code == 422  # unknown field
+    schema = httpx.get(f"{URL}/openapi.json", timeout=30).json()
+    assert "/v1/answer" in schema["paths"] and "AnswerRequest" in schema["components"]["schemas"]
