@@ -230,11 +230,47 @@ INDEX_GENERATIONS = _table(
     ("status", pa.string()), ("created_at", TIMESTAMP), ("stats_json", pa.string()),
 )
 
+ANSWERS = _table(
+    "answers",
+    ("answer_id",),
+    """One row per answer the service or ``kb-ray ask`` gave (kb_ray/answer/log.py, written
+    when ``answer.log`` is true): the question, mode and request (``filter_json``,
+    ``request_json``), the generator (backend, model, fingerprint) and the index generation
+    it searched, the chunk ids and documents it cited (``citations_json`` keeps each
+    citation's quote, pages and regions, so the row still reads after a purge), how many
+    sentences it had and how many verification flagged unsupported (``sentences_json``: each
+    with its support and problem), the verification outcome (ok | repaired | flagged |
+    refused), whether it abstained, latency, tokens, cost and the answer text. Append-only;
+    ``purge`` leaves it alone (it is a log, not part of the searchable corpus).""",
+    ("answer_id", pa.string()), ("created_at", TIMESTAMP), ("query", pa.string()), ("mode", pa.string()),
+    ("filter_json", pa.string()), ("request_json", pa.string()), ("generator_backend", pa.string()),
+    ("generator_model", pa.string()), ("generator_fp", pa.string()), ("generation_id", pa.string()),
+    ("cited_chunk_ids", pa.list_(pa.string())), ("cited_document_ids", pa.list_(pa.string())),
+    ("citations_json", pa.string()), ("n_sentences", pa.int32()), ("n_unsupported", pa.int32()),
+    ("sentences_json", pa.string()), ("verification", pa.string()), ("abstained", pa.bool_()),
+    ("repaired", pa.bool_()), ("error", pa.string()), ("latency_ms", pa.float64()),
+    ("timings_json", pa.string()), ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()),
+    ("cost_usd", pa.float64()), ("answer", pa.string()),
+)
+
+FEEDBACK = _table(
+    "feedback",
+    ("feedback_id",),
+    """A person's verdict on one logged answer (``POST /v1/answers/{id}/feedback``): ``rating``
+    is up | down | bad_retrieval (the passages were wrong, not the wording), with an optional
+    ``comment``. Append-only: a second verdict on the same answer is a second row (the ready
+    query ``answer_feedback`` shows them all). ``kb-ray eval export-drafts`` turns the down
+    and bad_retrieval ones into eval-draft rows for a person to label.""",
+    ("feedback_id", pa.string()), ("answer_id", pa.string()), ("created_at", TIMESTAMP),
+    ("rating", pa.string()), ("comment", pa.string()),
+)
+
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
         EMBEDDINGS, PAGE_EMBEDDINGS, ENRICHMENTS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
+        ANSWERS, FEEDBACK,
     )
 }
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)

@@ -259,6 +259,8 @@ class AnswerSettings(_Settings):
     max_summary_sections: int = Field(6, ge=1)
     max_compare_dimensions: int = Field(6, ge=1)  # compare: rows derived from the documents' headings
     log: bool = True  # append every answer to the ``answers`` Delta table
+    log_batch_rows: int = Field(16, ge=1)  # service: answers appended in one commit (kb_ray/answer/log.py)
+    log_flush_s: float = Field(1.0, gt=0)  # service: the longest an answer waits for its commit
 
 
 class KbConfig(_Settings):

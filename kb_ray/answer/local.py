@@ -14,13 +14,21 @@ from kb_ray.config import KbConfig
 def local_answerer(config: KbConfig, *, embedder: Any = None,
                    log: Callable[[dict, dict], None] | None = None) -> Answerer:
     """Answers over the live index generation of ``config.kb_root``. ``embedder``: an already
-    loaded ``TextEmbedder`` (default: ``TextEmbedder.from_settings(config.embedding)``)."""
+    loaded ``TextEmbedder`` (default: ``TextEmbedder.from_settings(config.embedding)``). ``log``: the
+    answers' log (default: the ``answers`` table of the catalog when ``answer.log`` is true)."""
     from kb_ray.embedding.text import TextEmbedder
     from kb_ray.search.searcher import HybridSearcher
 
     if embedder is None:
         embedder = TextEmbedder.from_settings(config.embedding, num_threads=config.search.query_threads)
     searcher = HybridSearcher.open(config, embedder=embedder)
+    if log is None and config.answer.log:
+        from kb_ray.answer.log import AnswerLog
+
+        answer_log = AnswerLog(searcher.catalog)
+
+        def log(request: dict, response: dict) -> None:  # the row names the generation searched
+            answer_log.append(request, {"generation": searcher.generation, **response})
     generator = make_generator(config.answer, embed=embedder.embed_texts,
                                abstain_below=searcher.assembler.abstain_below)
     return Answerer(config.answer, generator=generator, search=searcher_search(searcher),

@@ -1,4 +1,6 @@
-"""``kb-ray eval``: retrieval quality of the live index on a quote-labelled dataset."""
+"""``kb-ray eval``: retrieval quality of the live index on a quote-labelled dataset;
+``--answers``: answer quality (kb_ray/eval/answers.py); ``export-drafts``: down-voted answers
+as unlabelled eval rows (kb_ray/eval/drafts.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     from kb_ray.cli import add_config_arguments
 
     parser = commands.add_parser("eval", help="measure retrieval quality on a quote-labelled query set")
+    parser.add_argument("action", nargs="?", choices=("export-drafts",),
+                        help="export-drafts: write down-voted answers as unlabelled eval-draft JSONL rows")
+    parser.add_argument("--out", default=None, metavar="FILE", help="export-drafts: the JSONL file (default: stdout)")
+    parser.add_argument("--answers", action="store_true",
+                        help="evaluate answers (citation recall/precision, abstention, unsupported sentences)")
+    parser.add_argument("--generators", default=None, type=lambda v: tuple(g for g in v.split(",") if g),
+                        help="--answers: comma-separated answer generators (default: answer.generator)")
+    parser.add_argument("--answers-report", default=None, metavar="PATH",
+                        help="--answers: write the Markdown table here and the JSON beside it")
+    parser.add_argument("--log-answers", action="store_true",
+                        help="--answers: also append the eval's answers to the answers table (default: not)")
     add_eval_arguments(parser)
     add_config_arguments(parser)
     parser.set_defaults(handler=run)
@@ -56,7 +69,67 @@ def _modes(value: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "export-drafts":
+        return export_drafts(config_from_args(args), args)
+    if args.answers:
+        return evaluate_answers(config_from_args(args), args)
     return evaluate(config_from_args(args), args)
+
+
+def export_drafts(config, args: argparse.Namespace) -> int:
+    from kb_ray.catalog.delta import DeltaCatalog
+    from kb_ray.eval.drafts import draft_rows, write_drafts
+
+    catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+    rows = draft_rows(catalog)
+    text = write_drafts(rows, args.out)
+    if args.out is None:
+        sys.stdout.write(text)
+    print(f"{len(rows)} eval-draft rows{' written to ' + args.out if args.out else ''}", file=sys.stderr)
+    return 0
+
+
+def evaluate_answers(config, args: argparse.Namespace) -> int:
+    """Answer the dataset's questions with each generator through ``local_answerer`` and score them."""
+    from kb_ray.answer.local import local_answerer
+    from kb_ray.embedding.text import TextEmbedder
+    from kb_ray.eval import CanonicalTexts, load_dataset
+    from kb_ray.eval.answers import render_answers_markdown, run_answer_eval, summarize_answers
+    from kb_ray.eval.split import select_split
+    from kb_ray.index.generations import read_current
+
+    queries = select_split(load_dataset(args.dataset), dataset=args.dataset, split=args.split)
+    embedder = TextEmbedder.from_settings(config.embedding, num_threads=config.search.query_threads)
+    answerers = {}
+    for name in args.generators or (config.answer.generator,):
+        answer = config.answer.model_copy(update={"generator": name, "log": config.answer.log and args.log_answers})
+        answerers[name] = local_answerer(config.model_copy(update={"answer": answer}), embedder=embedder)
+    texts = CanonicalTexts(_catalog(config))
+    result = run_answer_eval(answerers, queries, texts=texts, dataset=args.dataset, split=args.split,
+                             generation=read_current(config.kb_root, storage_options=config.storage_options))
+    summary = summarize_answers(result)
+    print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else render_answers_markdown(summary))
+    if args.answers_report:
+        _write_answer_report(summary, result, args.answers_report)
+    return 0
+
+
+def _catalog(config):
+    from kb_ray.catalog.delta import DeltaCatalog
+
+    return DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+
+
+def _write_answer_report(summary: dict, result, path: str) -> None:
+    from kb_ray.eval.answers import render_answers_markdown
+
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    report = Path(path)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(f"# Answer eval\n\n`{command}`\n\n{render_answers_markdown(summary)}\n", encoding="utf-8")
+    details = {**summary, "questions": {g.generator["name"]: [q.__dict__ for q in g.queries] for g in result.generators}}
+    report.with_suffix(".json").write_text(json.dumps(details, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {report} and {report.with_suffix('.json')}", file=sys.stderr)
 
 
 def evaluate(config, args: argparse.Namespace) -> int:

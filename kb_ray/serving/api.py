@@ -39,6 +39,17 @@ class AnswerRequest(BaseModel):
                                          "the documents' headings)")
 
 
+class FeedbackRequest(BaseModel):
+    """``POST /v1/answers/{id}/feedback`` body: a verdict on a logged answer (docs/answers.md).
+    Unknown fields are refused (HTTP 422); an unknown answer id is HTTP 404."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rating: Literal["up", "down", "bad_retrieval"] = Field(..., description="bad_retrieval: the cited passages "
+                                                           "were the wrong ones")
+    comment: str | None = Field(None, max_length=4000, description="optional free text")
+
+
 def merge_rerank(hits: list[dict[str, Any]], scores: list[float], *, k: int) -> list[dict[str, Any]]:
     """Order hits by cross-encoder score (ties: fused order), record the rerank rank, keep ``k``."""
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))

@@ -10,7 +10,8 @@
   deployment is the next step when page search gets traffic).
 * ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
 * ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx; and
-  ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path).
+  ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path), logged to the
+  ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py).
 """
 
 # No "from __future__ import annotations": FastAPI must see the real request types.
@@ -26,7 +27,7 @@ from ray import serve
 from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
 from kb_ray.search.errors import SearchRequestError
-from kb_ray.serving.api import AnswerRequest, SearchRequest, merge_rerank
+from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
@@ -93,10 +94,13 @@ class SearchIngress:
                  generator: Any = None) -> None:
         self.config = config
         self.embedder, self.searcher, self.reranker = embedder, searcher, reranker
+        from kb_ray.answer.log import AnswerLog
         from kb_ray.serving.answering import ServiceAnswerer
 
+        self.answer_log = AnswerLog.for_config(config, batched=True)
         self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts,
-                                        generator_handle=generator)
+                                        generator_handle=generator,
+                                        log=self.answer_log.append if config.answer.log else None)
 
     @api.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
@@ -117,6 +121,18 @@ class SearchIngress:
             return JSONResponse(await self.answerer.answer(request.model_dump()))
         except KbRayError as exc:  # bad request (empty query, unknown mode) or generator set-up
             raise HTTPException(400, str(exc)) from exc
+
+    @api.post("/v1/answers/{answer_id}/feedback")
+    async def feedback(self, answer_id: str, request: FeedbackRequest) -> JSONResponse:
+        """A verdict (up | down | bad_retrieval, optional comment) on a logged answer; 404 for an unknown id."""
+        from kb_ray.answer.log import UnknownAnswerError
+
+        try:
+            row = await asyncio.to_thread(self.answer_log.add_feedback, answer_id=answer_id, rating=request.rating,
+                                          comment=request.comment)
+        except UnknownAnswerError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        return JSONResponse(row)
 
     async def _search_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._search(SearchRequest(**body))
