@@ -184,7 +184,7 @@ def answer_qa(answerer: Answerer, request: dict[str, Any]) -> dict[str, Any]:
         draft = answerer.refused()
     else:
         draft = answerer.write(question=request["query"], passages=passages, mode="qa")
-    return answerer.respond(draft, passages, timings)
+    return {**answerer.respond(draft, passages, timings), "generation": result.get("generation")}
 
 
 def _ms(started: float) -> float:
