@@ -34,7 +34,9 @@ def served(ray_session, tmp_path_factory):
     app = GeneratorDeployment.options(name="AnswerGenerator", ray_actor_options={"num_cpus": 0.25}).bind(settings)
     handle = serve.run(app, name="answer-generator-test", route_prefix=None)
     yield settings, handle
-    serve.delete("answer-generator-test")
+    # shut Serve down, not just the app: a later module's start_service must start it again with its own
+    # HTTP port (on a running Serve, new http_options are ignored and its port would refuse connections)
+    serve.shutdown()
 
 
 def test_the_deployment_answers_like_the_in_process_generator(served):
