@@ -12,14 +12,16 @@ import pytest
 from kb_ray.answer.local import local_answerer
 from kb_ray.catalog import DeltaCatalog
 from kb_ray.index import build_index
-from tests.index_fixtures import golden_config
+from tests.index_fixtures import copy_kb, golden_config
 
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
 @pytest.fixture(scope="module")
-def answerer(golden_kb, text_embedder):
-    config = golden_config(golden_kb, "index.shards=1")
+def answerer(golden_kb, tmp_path_factory, text_embedder):
+    # a copy, answers not logged: the session's golden_kb is shared by other modules (test_log counts its rows)
+    root = copy_kb(golden_kb, tmp_path_factory.mktemp("modes") / "kb")
+    config = golden_config(root, "index.shards=1", "answer.log=false")
     build_index(config)
     return local_answerer(config, embedder=text_embedder)
 

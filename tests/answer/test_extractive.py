@@ -29,7 +29,7 @@ NO_ANSWER = ["Who won the 1998 football world cup?", "What is the boiling point 
 @pytest.fixture(scope="module")
 def answerer(golden_kb, tmp_path_factory, text_embedder):
     root = copy_kb(golden_kb, tmp_path_factory.mktemp("answer") / "kb")
-    config = golden_config(root, "index.shards=1")
+    config = golden_config(root, "index.shards=1", "answer.log=false")
     build_index(config)
     return local_answerer(config, embedder=text_embedder)
 
