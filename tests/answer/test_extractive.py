@@ -6,13 +6,11 @@ from __future__ import annotations
 import pytest
 
 from kb_ray.answer.generators.extractive import ExtractiveGenerator, join_cited
-from kb_ray.answer.local import local_answerer
 from kb_ray.answer.types import Passage, Sentence
 from kb_ray.answer.verify import split_sentences
 from kb_ray.catalog import DeltaCatalog
 from kb_ray.config import AnswerSettings
-from kb_ray.index import build_index
-from tests.index_fixtures import copy_kb, golden_config
+from tests.answer.modes_fixtures import answerer  # noqa: F401  (pytest fixture)
 
 # (question, golden file, a quote the cited passage holds, its page or None): the keyword
 # queries of tests/index_fixtures.py, with the pages golden/queries.jsonl gives for those quotes
@@ -26,12 +24,6 @@ ANSWERABLE = [
 NO_ANSWER = ["Who won the 1998 football world cup?", "What is the boiling point of liquid nitrogen?"]
 
 
-@pytest.fixture(scope="module")
-def answerer(golden_kb, tmp_path_factory, text_embedder):
-    root = copy_kb(golden_kb, tmp_path_factory.mktemp("answer") / "kb")
-    config = golden_config(root, "index.shards=1", "answer.log=false")
-    build_index(config)
-    return local_answerer(config, embedder=text_embedder)
 
 
 @pytest.mark.parametrize("question, filename, quote, page", ANSWERABLE)
