@@ -1,12 +1,13 @@
 """What a hydrated hit gains after ranking: evidence, confidence and (asked for) context.
 
 :class:`HitAssembler` is called by ``HybridSearcher.search`` on the top ``max(k,
-search.confidence_rerank)`` hits and never reorders them; ``resort_by_confidence`` may
-(off by default: it lost on the realdocs dev and test splits). Evidence
-(kb_ray/search/evidence.py) is scored by query-word coverage and, with ``search.evidence = "hybrid"``, by the packaged text embedder's cosine of every
-candidate passage (one batch per query). Confidence (kb_ray/search/confidence.py) reads
-the hits' raw dense/BM25 scores and the evidence signals; ``abstain`` is true when the best
-confidence is under ``search.abstain_below``.
+search.confidence_rerank)`` hits and never reorders them; ``resort_by_confidence`` may (off
+by default: it lost on the realdocs dev and test splits). Evidence
+(kb_ray/search/evidence.py) is scored by query-word coverage and, with ``search.evidence =
+"hybrid"``, by the packaged text embedder's cosine of every candidate passage (one batch per
+query). Confidence (kb_ray/search/confidence.py) reads the hits' raw dense/BM25 scores and
+the evidence signals; ``abstain`` is true when the best confidence is under
+``search.abstain_below``.
 """
 
 from __future__ import annotations

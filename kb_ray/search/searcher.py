@@ -5,9 +5,8 @@ Per query: validate → compile filters and the hydration gate into one row mask
 gather across shards → fusion (``search.fusion``: RRF or a convex combination of normalized
 scores, kb_ray.search.fusion) → optional cross-encoder rerank → hydrate the top hits, add
 evidence and confidence, re-sort the top ``search.confidence_rerank`` by confidence (hybrid
-mode without a cross-encoder) → ``k`` hits. Because
-the gate (documents' current active versions, re-read every ``gate_max_age_s`` seconds)
-is part of the mask, tombstoned or superseded chunks never take a slot, and a query
+mode without a cross-encoder) → ``k`` hits. Because the gate (documents' current active
+versions, re-read every ``gate_max_age_s`` seconds) is part of the mask, tombstoned or superseded chunks never take a slot, and a query
 returns exactly ``k`` hits whenever at least ``k`` allowed chunks match.
 """
 
