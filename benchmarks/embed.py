@@ -53,7 +53,7 @@ def real_chunks(n: int) -> list[str]:
     for file in files:
         name = Path(file).parent.name + ".md" if file.endswith("METADATA") else Path(file).name
         version = processor.process(Path(file).read_bytes(), collection="bench", key=name, filename=name)
-        texts += [format_embed_text(text=c.text, heading_path=c.heading_path or []) for c in version.chunks]
+        texts += [format_embed_text(text=c.text, heading_path=c.chunk.heading_path) for c in version.chunks]
         if len(texts) >= n:
             break
     return texts[:n]

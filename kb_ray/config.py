@@ -46,7 +46,12 @@ class DoclingPdfSettings(_Settings):
 class ParseSettings(_Settings):
     max_bytes: int = 100 * 1024 * 1024
     max_pages: int = 2000
-    max_seconds: float = 300.0
+    max_seconds: float = 300.0  # per document; an isolated parser's process is killed past it (+5 s grace)
+    # every parser but the model parsers (which isolate themselves) runs in one child process
+    # per parse worker with these bounds (kb_ray/parsing/isolation.py); false: in the worker
+    isolate: bool = True
+    max_memory_mb: int | None = Field(4096, ge=256)  # the parser process's address space (RLIMIT_AS); None: unbounded
+    max_nesting: int = Field(256, ge=8)  # HTML/XML element depth; deeper fails fast as nesting_too_deep
     routes: dict[str, list[str]] | None = None  # MIME type → parser names, tried in order
     figure_crops: bool = True  # figures keep a PNG crop in the blob store (captioning reads it)
     figure_crop_dpi: int = Field(144, ge=36, le=600)
@@ -88,8 +93,16 @@ class EnrichSettings(_Settings):
 
 
 class ChunkingSettings(_Settings):
+    """How documents become chunks (docs/chunking.md). The structural chunker's budget is
+    counted in ``tokenizer`` tokens: ``wordpiece`` is a model's own tokenizer
+    (``tokenizer_path``, default the packaged all-MiniLM-L6-v2's), so a chunk is what the
+    embedder reads whole; ``regex`` counts words and punctuation (the old budget)."""
+
     strategy: Literal["structural", "recursive"] = "structural"
-    max_tokens: int = Field(200, ge=16, description="structural: token budget per chunk")
+    tokenizer: Literal["wordpiece", "regex"] = "wordpiece"
+    tokenizer_path: str | None = None  # wordpiece: a model directory with tokenizer.json; None: packaged MiniLM
+    max_tokens: int | None = Field(None, ge=16, description="structural: token budget per chunk; None: 254 "
+                                   "wordpiece (MiniLM's 256 positions less [CLS]/[SEP]) or 200 regex tokens")
     chunk_chars: int = Field(2048, ge=64, description="recursive: window size in characters")
     overlap: int = Field(200, ge=0, description="recursive: overlap in characters")
 
@@ -200,6 +213,9 @@ class SearchSettings(_Settings):
     # evidence passage per hit (kb_ray/search/evidence.py): "lexical" scores query-word coverage,
     # "hybrid" adds the text embedder's cosine of each candidate passage (one batch per query)
     evidence: Literal["none", "lexical", "hybrid"] = "hybrid"
+    # hybrid evidence embeds the sentences of the first N hits only (the rest: coverage only);
+    # 6 covers the passages an answer uses (answer.max_passages)
+    evidence_dense_hits: int = Field(6, ge=0)
     confidence_model_path: str | None = None  # None: the packaged kb_ray/search/confidence_model.json
     abstain_below: float | None = None  # None: the threshold stored with the confidence model
     # hybrid mode: re-sort the top N fused hits by confidence (a learned rerank of raw signals,

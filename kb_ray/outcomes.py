@@ -26,9 +26,11 @@ class Reason(StrEnum):
     ENCRYPTED = "encrypted"  # password-protected PDF
     INVALID_ENCODING = "invalid_encoding"  # a text file that is not UTF-8
     NO_TEXT_LAYER = "no_text_layer"  # scanned or image-only PDF (needs OCR)
-    TIMEOUT = "timeout"  # over parse.max_seconds, or the model parser's own timeout
-    # Model parsers (docling_pdf, run isolated in a child process):
-    CRASHED = "crashed"  # the parser process died
+    TIMEOUT = "timeout"  # over parse.max_seconds (the parser's process is killed), or the model parser's own timeout
+    MEMORY_LIMIT = "memory_limit"  # the parser's process ran out of parse.max_memory_mb
+    NESTING_TOO_DEEP = "nesting_too_deep"  # markup nested deeper than parse.max_nesting (or than the parser recurses)
+    CRASHED = "crashed"  # the parser's process died (segfault, kill)
+    # Model parsers (docling_pdf, run isolated in a child process of their own):
     MODEL_UNAVAILABLE = "model_unavailable"  # weights missing where configured
     OCR_UNAVAILABLE = "ocr_unavailable"  # the configured OCR engine is not installed
     LAYOUT_EMPTY = "layout_empty"  # the layout model placed no text

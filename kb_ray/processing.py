@@ -7,13 +7,15 @@ so a file parses the same way on a laptop and on a cluster.
 from __future__ import annotations
 
 import time
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from kb_ray import ids
 from kb_ray.chunking.base import Chunker
 from kb_ray.chunking.recursive import RecursiveChunker
 from kb_ray.chunking.structural import StructuralChunker
+from kb_ray.chunking.tokens import SPECIAL_TOKENS, WordPieceCounter
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
+from kb_ray.embedding.model_files import read_model_layout, resolve_model_path
 from kb_ray.model import DocumentVersion, Page
 from kb_ray.outcomes import Reason, render_error
 from kb_ray.parsing.base import ParseLimits
@@ -21,20 +23,34 @@ from kb_ray.parsing.blocks import ParseResult
 from kb_ray.parsing.router import DEFAULT_ROUTES, DOCLING_PDF_ROUTES, ParserRouter
 from kb_ray.structure.builder import StructureBuilder
 
+REGEX_BUDGET = 200  # regex tokens: ~230 WordPiece for English prose, more for technical text
+
 
 def build_chunker(settings: ChunkingSettings) -> Chunker:
+    """The one chunker factory (the structural budget counted as ``settings.tokenizer`` says)."""
     if settings.strategy == "recursive":
         return RecursiveChunker(chunk_chars=settings.chunk_chars, overlap=settings.overlap)
-    return StructuralChunker(max_tokens=settings.max_tokens)
+    if settings.tokenizer == "regex":
+        return StructuralChunker(max_tokens=settings.max_tokens or REGEX_BUDGET)
+    path = resolve_model_path(settings.tokenizer_path)
+    return StructuralChunker(max_tokens=settings.max_tokens or wordpiece_budget(path),
+                             counter=WordPieceCounter(path), headings_in_budget=True)
+
+
+def wordpiece_budget(model_dir: Path) -> int:
+    """The model's input length less its special tokens: the longest chunk it embeds whole."""
+    return read_model_layout(model_dir).max_seq_length - SPECIAL_TOKENS
 
 
 def build_router(settings: ParseSettings) -> ParserRouter:
     """Routes from config, else the defaults (PDFs to ``docling_pdf`` first when it is enabled)."""
-    limits = ParseLimits(max_bytes=settings.max_bytes, max_pages=settings.max_pages, max_seconds=settings.max_seconds)
+    memory = settings.max_memory_mb * 1024 * 1024 if settings.max_memory_mb else None
+    limits = ParseLimits(max_bytes=settings.max_bytes, max_pages=settings.max_pages, max_seconds=settings.max_seconds,
+                         max_memory_bytes=memory, max_nesting=settings.max_nesting)
     routes = settings.routes or (DOCLING_PDF_ROUTES if settings.docling.enabled else DEFAULT_ROUTES)
     options = {"pdf_text": {"figure_crops": settings.figure_crops, "crop_dpi": settings.figure_crop_dpi},
                "docling_pdf": {"settings": settings.docling}}
-    return ParserRouter(routes=routes, limits=limits, parser_options=options)
+    return ParserRouter(routes=routes, limits=limits, parser_options=options, isolate=settings.isolate)
 
 
 class DocumentProcessor:

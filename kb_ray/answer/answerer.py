@@ -177,14 +177,32 @@ def normalized_request(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def answer_qa(answerer: Answerer, request: dict[str, Any]) -> dict[str, Any]:
-    """Question answering over the top hits of a hybrid search."""
+    """Question answering over the top hits of a hybrid search (of the named ``documents`` only,
+    when given)."""
     timings: dict[str, float] = {}
-    result, passages = answerer.retrieve(request["query"], k=request["k"], filter=request["filter"], timings=timings)
+    search_filter = _within_documents(answerer, request["filter"], request["documents"])
+    result, passages = answerer.retrieve(request["query"], k=request["k"], filter=search_filter, timings=timings)
     if result.get("abstain") or not passages:
         draft = answerer.refused()
     else:
         draft = answerer.write(question=request["query"], passages=passages, mode="qa")
     return {**answerer.respond(draft, passages, timings), "generation": result.get("generation")}
+
+
+def _within_documents(answerer: Answerer, search_filter: dict[str, Any] | None,
+                      documents: list[str] | None) -> dict[str, Any] | None:
+    """``search_filter`` narrowed to the documents named (ids or titles); unknown names raise
+    ``DocumentReferenceError`` (HTTP 404). A filter's own ``document_ids`` are intersected."""
+    if not documents:
+        return search_filter
+    from kb_ray.answer.sections import resolve_document_ids
+    from kb_ray.answer.summary import catalog_of
+
+    ids = resolve_document_ids(catalog_of(answerer), documents)
+    given = (search_filter or {}).get("document_ids")
+    if given is not None:
+        ids = [document_id for document_id in ids if document_id in set(given)]
+    return {**(search_filter or {}), "document_ids": ids}
 
 
 def _ms(started: float) -> float:

@@ -38,10 +38,12 @@ _NUMBERING = re.compile(r"^\s*(?:[0-9]+(?:\.[0-9]+)*|[IVXLC]+\.|[A-Z]\.)\s+")
 
 class DocumentReferenceError(KbRayError):
     """A named document is unknown, ambiguous or has no active version; ``candidates`` lists
-    ``{"document_id", "title", "uri"}`` of the documents it could have meant."""
+    ``{"document_id", "title", "uri"}`` of the documents it could have meant; ``not_found``
+    (HTTP 404, else 400) when no active document has that name."""
 
-    def __init__(self, message: str, candidates: list[dict[str, Any]]) -> None:
+    def __init__(self, message: str, candidates: list[dict[str, Any]], *, not_found: bool = False) -> None:
         self.candidates = candidates
+        self.not_found = not_found
         listed = "; ".join(f"{c['document_id']} ({c['title'] or c['uri']})" for c in candidates)
         super().__init__(f"{message}; candidates: {listed}" if candidates else message)
 
@@ -76,6 +78,11 @@ class DocumentOutline:
 
 def resolve_documents(catalog: DeltaCatalog, references: list[str]) -> list[DocumentOutline]:
     """The active documents the references name, in order (a document named twice once)."""
+    return [_outline(catalog, document_id) for document_id in resolve_document_ids(catalog, references)]
+
+
+def resolve_document_ids(catalog: DeltaCatalog, references: list[str]) -> list[str]:
+    """The ids of the active documents the references (ids or titles) name, in order, once each."""
     if not references:
         raise DocumentReferenceError("this mode needs 'documents': ids or titles of the documents to use", [])
     active = _active_documents(catalog)
@@ -84,7 +91,7 @@ def resolve_documents(catalog: DeltaCatalog, references: list[str]) -> list[Docu
         document_id = _resolve_one(reference, active, catalog)
         if document_id not in ids:
             ids.append(document_id)
-    return [_outline(catalog, document_id) for document_id in ids]
+    return ids
 
 
 def _active_documents(catalog: DeltaCatalog) -> list[dict[str, Any]]:
@@ -108,9 +115,10 @@ def _resolve_one(reference: str, active: list[dict[str, Any]], catalog: DeltaCat
         raise DocumentReferenceError(f"document {reference!r} is ambiguous: {len(matches)} active documents match "
                                      "it; name one by its id", [_candidate(d) for d in matches])
     if document_view(catalog, wanted) is not None:
-        raise DocumentReferenceError(f"document {reference!r} has no active version (deleted or never committed)", [])
+        raise DocumentReferenceError(f"document {reference!r} has no active version (deleted or never committed)", [],
+                                     not_found=True)
     raise DocumentReferenceError(f"no active document is named {reference!r} (by id, title, uri or file name)",
-                                 [_candidate(d) for d in _close(wanted, active)])
+                                 [_candidate(d) for d in _close(wanted, active)], not_found=True)
 
 
 def _matches(wanted: str, active: list[dict[str, Any]]) -> list[dict[str, Any]]:

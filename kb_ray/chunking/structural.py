@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kb_ray.chunking.base import ChunkDraft, Chunker
-from kb_ray.chunking.tokens import count_tokens, token_end_offsets
+from kb_ray.chunking.tokens import RegexCounter, TokenCounter
+from kb_ray.embedding.fingerprint import HEADING_SEPARATOR
 from kb_ray.model import Element, Span
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"')\]]*\s+")
@@ -37,46 +38,65 @@ class StructuralChunker(Chunker):
     name = "structural"
     version = "2"  # 2: chunks start at their first line, so heading/list markup is part of the text
 
-    def __init__(self, *, max_tokens: int = 200, table_rows_per_chunk_min: int = 2) -> None:
+    def __init__(self, *, max_tokens: int = 200, table_rows_per_chunk_min: int = 2,
+                 counter: TokenCounter | None = None, headings_in_budget: bool = False) -> None:
+        """``counter`` counts the budget's tokens (default: regex words); with
+        ``headings_in_budget`` a chunk's heading path (which the embedder sees before its
+        text) takes its tokens out of that chunk's budget."""
         self.max_tokens = max_tokens
         self.table_rows_per_chunk_min = table_rows_per_chunk_min
+        self.counter = counter or RegexCounter()
+        self.headings_in_budget = headings_in_budget
+        self._heading_cost: dict[tuple[str, ...], int] = {}
 
     def config(self) -> dict[str, Any]:
-        return {"max_tokens": self.max_tokens, "tokenizer": "regex-words-v1"}
+        config: dict[str, Any] = {"max_tokens": self.max_tokens, "tokenizer": self.counter.name}
+        if self.headings_in_budget:
+            config["headings_in_budget"] = True
+        return config
 
     def draft(self, canonical: str, elements: list[Element]) -> list[ChunkDraft]:
         units = []
-        for unit in _units(canonical, elements):
+        for unit in _units(canonical, elements, self.counter):
             units.extend(self._split(canonical, unit))
         return self._pack(canonical, units)
 
+    def budget(self, heading_path: tuple[str, ...]) -> int:
+        """Tokens a chunk under ``heading_path`` may hold (at least a quarter of the budget)."""
+        if not self.headings_in_budget or not heading_path:
+            return self.max_tokens
+        if heading_path not in self._heading_cost:
+            self._heading_cost[heading_path] = self.counter.count(HEADING_SEPARATOR.join(heading_path))
+        return max(self.max_tokens - self._heading_cost[heading_path], self.max_tokens // 4)
+
     def _split(self, canonical: str, unit: _Unit) -> list[_Unit]:
-        if unit.tokens <= self.max_tokens:
+        if unit.tokens <= self.budget(unit.heading_path):
             return [unit]
         if unit.kind == "table":
             return self._split_table(canonical, unit)
-        return _split_prose(canonical, unit, self.max_tokens)
+        return _split_prose(canonical, unit, self.budget(unit.heading_path), self.counter)
 
     def _split_table(self, canonical: str, unit: _Unit) -> list[_Unit]:
         """Row groups under the budget, each with the header (and any heading/caption
         text before the table) as a first span; text after the table joins the last group."""
         lines = _line_spans(canonical, unit.start, unit.end)
         rows = [i for i, (s, e) in enumerate(lines) if canonical[s:e].startswith("|")]
+        budget, count = self.budget(unit.heading_path), self.counter.count
         if len(rows) < 4 or not canonical[lines[rows[1]][0]:].startswith("| ---"):
-            return _split_prose(canonical, unit, self.max_tokens)
+            return _split_prose(canonical, unit, budget, self.counter)
         header = (unit.start, lines[rows[1]][1])
-        header_tokens = count_tokens(canonical[header[0]:header[1]])
+        header_tokens = count(canonical[header[0]:header[1]])
         groups: list[list[Span]] = [[]]
         for line in (lines[i] for i in rows[2:]):
             group = groups[-1]
-            if group and header_tokens + count_tokens(canonical[group[0][0]:line[1]]) > self.max_tokens:
+            if group and header_tokens + count(canonical[group[0][0]:line[1]]) > budget:
                 groups.append([])
             groups[-1].append(line)
         bounds = [(group[0][0], group[-1][1]) for group in groups]
         bounds[-1] = (bounds[-1][0], unit.end)
         return [
             _Unit(start, end, "table", unit.heading_path,
-                  header_tokens + count_tokens(canonical[start:end]), spans=[header, (start, end)])
+                  header_tokens + count(canonical[start:end]), spans=[header, (start, end)])
             for start, end in bounds
         ]
 
@@ -86,7 +106,7 @@ class StructuralChunker(Chunker):
         for unit in units:
             if current is not None and self._fits(current, unit):
                 current = _Unit(current.start, unit.end, "text", current.heading_path,
-                                count_tokens(canonical[current.start:unit.end]))
+                                self.counter.count(canonical[current.start:unit.end]))
                 continue
             if current is not None:
                 drafts.append(_to_draft(current))
@@ -100,7 +120,7 @@ class StructuralChunker(Chunker):
             current.kind == unit.kind == "text"
             and current.spans is None and unit.spans is None
             and current.heading_path == unit.heading_path
-            and current.tokens + unit.tokens <= self.max_tokens
+            and current.tokens + unit.tokens <= self.budget(current.heading_path)
         )
 
 
@@ -108,8 +128,9 @@ def _to_draft(unit: _Unit) -> ChunkDraft:
     return ChunkDraft(spans=unit.spans or [(unit.start, unit.end)], heading_path=unit.heading_path, kind=unit.kind)
 
 
-def _units(canonical: str, elements: list[Element]) -> list[_Unit]:
+def _units(canonical: str, elements: list[Element], counter: TokenCounter) -> list[_Unit]:
     """Body elements → units; headings folded into the next unit, captions into theirs."""
+    count_tokens = counter.count
     by_id = {element.element_id: element for element in elements}
     units: list[_Unit] = []
     pending_start: int | None = None
@@ -162,11 +183,12 @@ def _line_spans(canonical: str, start: int, end: int) -> list[Span]:
     return spans
 
 
-def _split_prose(canonical: str, unit: _Unit, max_tokens: int) -> list[_Unit]:
+def _split_prose(canonical: str, unit: _Unit, max_tokens: int, counter: TokenCounter) -> list[_Unit]:
     """Split at sentence ends, packing sentences up to the budget; giant sentences by tokens."""
+    count_tokens = counter.count
     pieces: list[Span] = []
     for sentence in _sentences(canonical, unit.start, unit.end):
-        pieces.extend(_split_by_tokens(canonical, sentence, max_tokens))
+        pieces.extend(_split_by_tokens(canonical, sentence, max_tokens, counter))
     units: list[_Unit] = []
     for start, end in pieces:
         if units and count_tokens(canonical[units[-1].start:end]) <= max_tokens:
@@ -188,14 +210,13 @@ def _sentences(canonical: str, start: int, end: int) -> list[Span]:
     return [(s, e) for s, e in spans if e > s]
 
 
-def _split_by_tokens(canonical: str, span: Span, max_tokens: int) -> list[Span]:
+def _split_by_tokens(canonical: str, span: Span, max_tokens: int, counter: TokenCounter) -> list[Span]:
     start, end = span
-    offsets = token_end_offsets(canonical[start:end])
-    if len(offsets) <= max_tokens:
+    cuts = counter.cuts(canonical[start:end], max_tokens)
+    if not cuts:
         return [span]
     pieces, piece_start = [], start
-    for index in range(max_tokens - 1, len(offsets), max_tokens):
-        cut = start + offsets[index]
+    for cut in (start + offset for offset in cuts):
         pieces.append((piece_start, cut))
         piece_start = cut + (len(canonical[cut:end]) - len(canonical[cut:end].lstrip()))
     if piece_start < end:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.chunking.tokens import SPECIAL_TOKENS
 from kb_ray.config import KbConfig, config_json
 from kb_ray.errors import CatalogError, SourceError
 from kb_ray.ingest.commit import MicroBatchCommitter
@@ -34,6 +35,7 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
         raise SourceError("no sources to ingest: set ingest.sources in the config or pass --source")
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options)
     check_embedder(catalog, config)
+    check_chunk_budget(config)
     if config.pages.enabled:  # fail before Ray starts when the page model is missing
         from kb_ray.pages.embedder import page_embedder_fingerprint
 
@@ -160,6 +162,23 @@ def check_embedder(catalog: DeltaCatalog, config: KbConfig) -> str:
             f"model {e.model_id} has fingerprint {fingerprint}. Mixing them would corrupt search: restore the "
             "original embedding settings, or set embedding.allow_model_switch=true to embed beside them")
     return fingerprint
+
+
+def check_chunk_budget(config: KbConfig) -> None:
+    """Warn when chunks may be longer than the embedder reads: wordpiece budgets counted with
+    another model's tokenizer, or a budget past the embedder's input length."""
+    from kb_ray.embedding.model_files import read_model_layout, resolve_model_path
+
+    c = config.chunking
+    if c.strategy != "structural" or c.tokenizer != "wordpiece":
+        return
+    embedder_dir, tokenizer_dir = resolve_model_path(config.embedding.model_path), resolve_model_path(c.tokenizer_path)
+    limit = read_model_layout(embedder_dir).max_seq_length - SPECIAL_TOKENS
+    if tokenizer_dir != embedder_dir or (c.max_tokens or 0) > limit:
+        logger.warning("chunk budgets are counted with the tokenizer of %s (max_tokens %s) but the embedder is %s "
+                       "(%d tokens): set chunking.tokenizer_path to the embedder's directory and leave "
+                       "chunking.max_tokens unset so chunks are embedded whole", tokenizer_dir,
+                       c.max_tokens or "derived", embedder_dir, limit)
 
 
 def _record_run(catalog: DeltaCatalog, report: IngestReport, config: KbConfig, *, started_at: datetime | None) -> None:

@@ -19,6 +19,8 @@ class ParseLimits:
     max_bytes: int = 100 * 1024 * 1024
     max_pages: int = 2000
     max_seconds: float = 300.0
+    max_memory_bytes: int | None = None  # address space of an isolated parser process (RLIMIT_AS)
+    max_nesting: int = 256  # element depth of markup (HTML/XML) a parser is given
 
 
 class Parser(abc.ABC):
@@ -54,6 +56,13 @@ class Parser(abc.ABC):
                 raise ParseError("empty", "no text could be extracted")
         except ParseError as exc:
             result = ParseResult.failed(parser=self.name, mime=mime, reason=exc.reason, detail=exc.detail)
+        except MemoryError:  # under RLIMIT_AS in an isolated parser process
+            limit = f" of {limits.max_memory_bytes >> 20} MiB" if limits.max_memory_bytes else ""
+            result = ParseResult.failed(parser=self.name, mime=mime, reason="memory_limit",
+                                        detail=f"the parser ran out of its memory limit{limit}")
+        except RecursionError:
+            result = ParseResult.failed(parser=self.name, mime=mime, reason="nesting_too_deep",
+                                        detail="the document is nested deeper than the parser can recurse")
         except Exception as exc:  # the wrapped library failed on this input
             detail = f"{type(exc).__name__}: {exc}"[:500]
             result = ParseResult.failed(parser=self.name, mime=mime, reason="corrupt", detail=detail)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kb_ray.errors import ParseError
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import PageInfo, ParseResult
+from kb_ray.parsing.markup import nesting_depth
 
 if TYPE_CHECKING:
     from docling.document_converter import DocumentConverter
@@ -67,6 +68,8 @@ class DoclingFormatsParser(Parser):
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
         if mime not in _FORMATS:
             raise ParseError("unsupported_type", f"{mime!r} is not one of {sorted(_FORMATS)}")
+        if mime == HTML_MIME and nesting_depth(data, stop_above=limits.max_nesting) > limits.max_nesting:
+            raise ParseError("nesting_too_deep", f"elements nested over {limits.max_nesting} deep (parse.max_nesting)")
         doc = self._convert(data, mime=mime, filename=filename)
         from kb_ray.parsing.docling_mapping import map_document, picture_crop_attrs
 

@@ -25,6 +25,8 @@ against a document's time.
 from __future__ import annotations
 
 import atexit
+import functools
+import importlib
 import logging
 import multiprocessing
 import multiprocessing.util  # noqa: F401  # its atexit hook (kills daemonic children) now runs after ours
@@ -50,6 +52,7 @@ class ProcessIsolatedParser(Parser):
     def __init__(self, *, factory: ParserFactory, recycle_after_pages: int = 2000,
                  grace_seconds: float = 5.0, start_seconds: float = 600.0) -> None:
         local = factory()
+        self.target: str | None = None  # the ParserSet parser of the parse in progress
         self.name, self.version, self.mimes = local.name, local.version, local.mimes
         self._config = local.config()
         self.factory = factory
@@ -70,10 +73,13 @@ class ProcessIsolatedParser(Parser):
         child = self._slot.child
         return child.pid if child is not None else None
 
-    def parse(self, data: bytes, *, mime: str, filename: str = "", limits: ParseLimits | None = None) -> ParseResult:
+    def parse(self, data: bytes, *, mime: str, filename: str = "", limits: ParseLimits | None = None,
+              target: str | None = None) -> ParseResult:
         """Start the child first, so that start-up and model loading (``start_seconds``) do not
-        count against the document's ``max_seconds``; then parse as every parser does."""
+        count against the document's ``max_seconds``; then parse as every parser does.
+        ``target``: the parser of a :class:`ParserSet` child to run."""
         with self._lock:
+            self.target = target
             limits = limits or ParseLimits()
             if self._slot.child is None and data and len(data) <= limits.max_bytes:
                 try:
@@ -85,7 +91,8 @@ class ProcessIsolatedParser(Parser):
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
         child = self._slot.child or self._start(limits)
         try:
-            result = child.request((data, mime, filename, limits), seconds=limits.max_seconds + self.grace_seconds)
+            result = child.request((data, mime, filename, limits, self.target),
+                                   seconds=limits.max_seconds + self.grace_seconds)
         except ParseError:
             self._slot.stop(kill=True)
             raise
@@ -185,6 +192,7 @@ class _Slot:
 def serve(conn: Connection, factory: ParserFactory, limits: ParseLimits) -> None:
     """The child's loop: build the parser, prepare it for ``limits``, then parse requests
     until ``None``."""
+    _limit_memory(limits.max_memory_bytes)
     parser = factory()
     prepare = getattr(parser, "prepare", None)
     try:
@@ -200,8 +208,9 @@ def serve(conn: Connection, factory: ParserFactory, limits: ParseLimits) -> None
         return
     conn.send(_READY)
     while (request := _next_request(conn)) is not None:
-        data, mime, filename, limits = request
-        result = parser.parse(data, mime=mime, filename=filename, limits=limits)
+        data, mime, filename, limits, target = request
+        runner = parser.get(target) if target is not None else parser
+        result = runner.parse(data, mime=mime, filename=filename, limits=limits)
         try:
             conn.send(result)
         except Exception as exc:  # an unpicklable result: report it instead of dying
@@ -209,8 +218,91 @@ def serve(conn: Connection, factory: ParserFactory, limits: ParseLimits) -> None
                                          detail=f"result could not be sent back: {exc}"[:500]))
 
 
+def _limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's address space: an allocation past it raises ``MemoryError`` in the
+    parser (reason ``memory_limit``) instead of the kernel killing the worker."""
+    if max_bytes is None:
+        return
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
 def _next_request(conn: Connection) -> tuple | None:
     try:
         return conn.recv()
     except EOFError:  # the parent went away
         return None
+
+
+# ---- every parser of a router in one child -------------------------------------------------
+
+
+ParserSpec = tuple[str, dict[str, Any]]  # ("module:Class", constructor keyword arguments)
+
+
+class ParserSet(Parser):
+    """The parsers of a router by name, each built on first use: what one isolated child
+    serves (``get``); it does not parse by itself."""
+
+    name = "parser_set"
+
+    def __init__(self, specs: dict[str, ParserSpec]) -> None:
+        self.specs = specs
+        self._parsers: dict[str, Parser] = {}
+
+    def get(self, name: str) -> Parser:
+        if name not in self._parsers:
+            spec, options = self.specs[name]
+            module, _, attribute = spec.partition(":")
+            self._parsers[name] = getattr(importlib.import_module(module), attribute)(**options)
+        return self._parsers[name]
+
+    def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
+        raise ParseError("unsupported_type", "a ParserSet parses through get(name)")
+
+
+class IsolatedParsers:
+    """One child process serving a :class:`ParserSet`; :meth:`parser` gives each name a
+    :class:`Parser` whose parses run there, under the hard timeout and ``limits.max_memory_bytes``."""
+
+    def __init__(self, specs: dict[str, ParserSpec], *, recycle_after_pages: int = 2000,
+                 grace_seconds: float = 5.0) -> None:
+        self.specs = specs
+        self.process = ProcessIsolatedParser(factory=functools.partial(ParserSet, specs),
+                                             recycle_after_pages=recycle_after_pages, grace_seconds=grace_seconds,
+                                             start_seconds=120.0)
+
+    def parser(self, name: str, local: Parser) -> Parser:
+        """``local`` (built here, cheaply) gives the name and fingerprint; parses go to the child."""
+        return _InChild(name=name, local=local, pool=self)
+
+    @property
+    def child_pid(self) -> int | None:
+        return self.process.child_pid
+
+    def close(self) -> None:
+        self.process.close()
+
+
+class _InChild(Parser):
+    """A parser that runs in the shared child; its name and fingerprint are the local one's."""
+
+    def __init__(self, *, name: str, local: Parser, pool: IsolatedParsers) -> None:
+        self.name, self.version, self.mimes = local.name, local.version, local.mimes
+        self._config = local.config()
+        self._target = name
+        self._pool = pool
+
+    def config(self) -> dict[str, Any]:
+        return self._config
+
+    def parse(self, data: bytes, *, mime: str, filename: str = "", limits: ParseLimits | None = None) -> ParseResult:
+        result = self._pool.process.parse(data, mime=mime, filename=filename, limits=limits, target=self._target)
+        result.parser = self.name  # a timeout or crash is reported by the process, not the parser
+        return result
+
+    def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
+        raise NotImplementedError  # parse() goes to the child

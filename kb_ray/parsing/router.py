@@ -56,16 +56,34 @@ class ParserRouter:
     name = "router"
 
     def __init__(self, *, routes: dict[str, list[str]] | None = None, limits: ParseLimits | None = None,
-                 parser_options: dict[str, dict[str, Any]] | None = None) -> None:
+                 parser_options: dict[str, dict[str, Any]] | None = None, isolate: bool = False) -> None:
+        """``isolate``: every parser but the model parsers (which isolate themselves) runs in one
+        child process under ``limits`` (kb_ray/parsing/isolation.py), started on first use."""
         self.routes = routes or DEFAULT_ROUTES
         self.limits = limits or ParseLimits()
         self.parser_options = parser_options or {}  # parser name -> keyword arguments of its constructor
+        self.isolate = isolate
         self._parsers: dict[str, Parser] = {}
+        self._isolated: Any = None  # IsolatedParsers, made with the first isolated parser
 
     def parser(self, name: str) -> Parser:
         if name not in self._parsers:
-            self._parsers[name] = _load(PARSER_FACTORIES[name])(**self.parser_options.get(name, {}))
+            local = _load(PARSER_FACTORIES[name])(**self.parser_options.get(name, {}))
+            self._parsers[name] = self._in_child(name, local) if self.isolate and name not in MODEL_PARSERS else local
         return self._parsers[name]
+
+    def _in_child(self, name: str, local: Parser) -> Parser:
+        if self._isolated is None:
+            from kb_ray.parsing.isolation import IsolatedParsers
+
+            names = {n for chain in self.routes.values() for n in chain if n not in MODEL_PARSERS}
+            self._isolated = IsolatedParsers({n: (PARSER_FACTORIES[n], self.parser_options.get(n, {})) for n in names})
+        return self._isolated.parser(name, local)
+
+    def close(self) -> None:
+        """Stop the isolated parsers' process, if one runs (a later parse starts another)."""
+        if self._isolated is not None:
+            self._isolated.close()
 
     @property
     def fingerprint(self) -> str:

@@ -4,8 +4,9 @@
 search.confidence_rerank)`` hits and never reorders them; ``resort_by_confidence`` may (off
 by default: it lost on the realdocs dev and test splits). Evidence
 (kb_ray/search/evidence.py) is scored by query-word coverage and, with ``search.evidence =
-"hybrid"``, by the packaged text embedder's cosine of every candidate passage (one batch per
-query). Confidence (kb_ray/search/confidence.py) reads the hits' raw dense/BM25 scores and
+"hybrid"``, by the packaged text embedder's cosine of every candidate passage of the first
+``search.evidence_dense_hits`` hits (one batch per query; embedding the sentences of all 20
+hits of a query was 95 % of search time, 1.4-2.0 s on 2 CPUs). Confidence (kb_ray/search/confidence.py) reads the hits' raw dense/BM25 scores and
 the evidence signals; ``abstain`` is true when the best confidence is under
 ``search.abstain_below``.
 """
@@ -50,8 +51,10 @@ class HitAssembler:
         if mode == "none" or not quotable:
             return
         embed = self._embedder().embed_texts if mode == "hybrid" and query_vector is not None else None
-        found = select_evidence(query, [chunks[i] for i in quotable], query_vector=query_vector, embed=embed)
-        for i, evidence in zip(quotable, found):
+        head, tail = quotable[:self.settings.evidence_dense_hits], quotable[self.settings.evidence_dense_hits:]
+        found = select_evidence(query, [chunks[i] for i in head], query_vector=query_vector, embed=embed)
+        found += select_evidence(query, [chunks[i] for i in tail])  # coverage only: no sentence embedding
+        for i, evidence in zip(head + tail, found):
             hits[i]["evidence"] = evidence
 
     def confidence(self, query: str, hits: list[dict[str, Any]], *, dense_floor: float | None) -> bool | None:

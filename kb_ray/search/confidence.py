@@ -9,7 +9,9 @@ fusion (:data:`FEATURES`):
 * ``lexical`` — ``log1p`` of the hit's raw BM25 score divided by the query's content-word
   count (0 when lexical did not retrieve it), so long queries do not look surer;
 * ``evidence_cosine`` / ``evidence_coverage`` — the evidence passage's cosine to the query
-  and the share of the query's content words it contains (kb_ray/search/evidence.py);
+  and the share of the query's content words it contains (kb_ray/search/evidence.py); a hit
+  whose passage was chosen by coverage alone (past ``search.evidence_dense_hits``) counts
+  its chunk's ``dense`` value instead;
 * ``agree`` — 1 when both dense and lexical retrieved the hit.
 
 Coefficients live in a versioned JSON artifact (``confidence_model.json`` beside this file),
@@ -43,10 +45,11 @@ def hit_features(hit: dict[str, Any], *, query: str, dense_floor: float | None) 
     dense, lexical = scores.get("dense"), scores.get("lexical")
     signals = (hit.get("evidence") or {}).get("signals") or {}
     terms = max(1, len(query_terms(query)))
+    dense_value = float(dense if dense is not None else (dense_floor if dense_floor is not None else 0.0))
     return {
-        "dense": float(dense if dense is not None else (dense_floor if dense_floor is not None else 0.0)),
+        "dense": dense_value,
         "lexical": math.log1p(max(0.0, float(lexical))) / terms if lexical is not None else 0.0,
-        "evidence_cosine": float(signals.get("cosine", 0.0)),
+        "evidence_cosine": float(signals.get("cosine", dense_value if signals else 0.0)),
         "evidence_coverage": float(signals.get("coverage", 0.0)),
         "agree": float(dense is not None and lexical is not None),
     }

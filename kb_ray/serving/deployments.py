@@ -116,9 +116,14 @@ class SearchIngress:
 
     @api.post("/v1/answer")
     async def answer(self, request: AnswerRequest) -> JSONResponse:
-        """An answer with verified citations (docs/answers.md); 400 on an empty query or unknown mode."""
+        """An answer with verified citations (docs/answers.md); 400 on an empty query, an unknown
+        mode or an ambiguous document name, 404 when a named document does not exist."""
+        from kb_ray.answer.sections import DocumentReferenceError
+
         try:
             return JSONResponse(await self.answerer.answer(request.model_dump()))
+        except DocumentReferenceError as exc:
+            raise HTTPException(404 if exc.not_found else 400, str(exc)) from exc
         except KbRayError as exc:  # bad request (empty query, unknown mode) or generator set-up
             raise HTTPException(400, str(exc)) from exc
 

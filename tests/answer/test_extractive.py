@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kb_ray.answer.generators.extractive import ExtractiveGenerator, join_cited
+from kb_ray.answer.sections import DocumentReferenceError
 from kb_ray.answer.types import Passage, Sentence
 from kb_ray.answer.verify import split_sentences
 from kb_ray.catalog import DeltaCatalog
@@ -45,6 +46,21 @@ def test_no_answer_questions_abstain(answerer, question):
     response = answerer.answer({"query": question})
     assert response["abstained"] and response["verification"] == "refused"
     assert response["answer"] == AnswerSettings().refusal and response["citations"] == []
+
+
+def test_qa_over_named_documents_cites_only_them(answerer):
+    question = "how are maintenance intervals and inspections scheduled"
+    for name in ("manual.pdf", "policy.docx"):
+        response = answerer.answer({"query": question, "documents": [name]})
+        assert response["citations"] or response["abstained"]
+        assert all(c["uri"].endswith(name) for c in response["citations"]), response["citations"]
+    within = answerer.answer({"query": ANSWERABLE[0][0], "documents": ["manual.pdf"]})
+    assert not within["abstained"] and ANSWERABLE[0][2] in within["answer"]
+    elsewhere = answerer.answer({"query": ANSWERABLE[0][0], "documents": ["guide.md"]})
+    assert ANSWERABLE[0][2] not in elsewhere["answer"]
+    assert all(c["uri"].endswith("guide.md") for c in elsewhere["citations"])
+    with pytest.raises(DocumentReferenceError):
+        answerer.answer({"query": question, "documents": ["no-such-document.pdf"]})
 
 
 def test_every_citation_is_the_canonical_text_of_an_active_version(answerer, golden_kb):

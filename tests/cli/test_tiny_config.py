@@ -15,6 +15,7 @@ from tests.ingest.helpers import catalog
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
+@pytest.mark.slow  # every tiny model through the CLI, ~30 s; CI runs it (make test-cluster)
 def test_tiny_config_ingests_golden_with_captions(tmp_path, capsys):
     models = tmp_path / "models"
     assert main(["dev", "tiny-models", "--out", str(models)]) == 0

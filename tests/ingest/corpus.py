@@ -55,5 +55,7 @@ def hostile_files(root: Path) -> dict[str, str]:
     (root / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "big.pdf").write_bytes((GOLDEN_SOURCES / "long_report.pdf").read_bytes())
     (root / "data.bin").write_bytes(bytes(range(256)))
+    (root / "deep.html").write_bytes(b"<html><body>" + b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000)
     return {"truncated.pdf": "corrupt", "empty.txt": "empty", "image.pdf": "corrupt",
-            "latin1.txt": "invalid_encoding", "big.pdf": "too_many_pages", "data.bin": "unsupported_type"}
+            "latin1.txt": "invalid_encoding", "big.pdf": "too_many_pages", "data.bin": "unsupported_type",
+            "deep.html": "nesting_too_deep"}

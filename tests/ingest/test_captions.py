@@ -97,6 +97,7 @@ def test_captions_are_stored_once_and_searchable_at_their_figure(tmp_path, figur
     assert verify_catalog(catalog(kb)).ok(strict=True)
 
 
+@pytest.mark.slow  # a Ray ingest with a tiny VLM, ~35 s; CI runs it (make test-cluster)
 def test_a_failed_caption_is_recorded_and_the_document_still_commits(tmp_path, figure_sources):
     kb = tmp_path / "kb"
     with serve_openai(model=MODEL, always_fail=True) as server:
@@ -118,6 +119,7 @@ def test_a_failed_caption_is_recorded_and_the_document_still_commits(tmp_path, f
     assert enrichment["status"] == "ok" and enrichment["run_id"] == retry.run_id
 
 
+@pytest.mark.slow  # two Ray ingests, ~30 s; CI runs it (make test-cluster)
 def test_captions_change_the_pipeline_fingerprint(tmp_path, figure_sources):
     kb = tmp_path / "kb"
     plain = run_ingest(ingest_config(kb, [figure_sources]))

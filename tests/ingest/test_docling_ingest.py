@@ -55,6 +55,7 @@ def test_docling_without_weights_falls_back_to_pdf_text_and_says_why(tmp_path, s
     assert notes["notes.txt"] is None
 
 
+@pytest.mark.slow  # a Docling model-pool ingest, ~25 s; CI runs it (make test-cluster)
 def test_docling_with_weights_parses_pdfs_in_the_model_pool(tmp_path, sources):
     artifacts = build_tiny_docling_artifacts(tmp_path / "docling-tiny")
     config = ingest_config(tmp_path / "kb", [sources], "parse.docling.enabled=true",
@@ -81,6 +82,7 @@ def test_docling_with_weights_parses_pdfs_in_the_model_pool(tmp_path, sources):
     assert again.documents["unchanged"] == 3 and again.parses == 0
 
 
+@pytest.mark.slow  # two Docling OCR ingests, ~35 s; CI runs it (make test-cluster)
 def test_a_scanned_pdf_fails_without_ocr_and_is_searchable_text_with_docling_ocr(tmp_path):
     import pypdfium2 as pdfium
 

@@ -1,8 +1,9 @@
 """Parsers for the process-isolation tests; importable by the spawned child process.
 
 :class:`ScriptedParser` reads its document as a command: ``pages N`` returns N pages,
-``sleep S`` sleeps S seconds first, ``exit C`` ends the process with code C and
-``segfault`` dereferences a null pointer.
+``sleep S`` sleeps S seconds first, ``exit C`` ends the process with code C,
+``segfault`` dereferences a null pointer, ``alloc M`` allocates M MiB and ``recurse``
+recurses without end.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class ScriptedParser(Parser):
             ctypes.string_at(0)
         elif command == "pages":
             pages = int(argument)
+        elif command == "alloc":
+            held = bytearray(int(argument) << 20)
+            held[-1] = 1
+        elif command == "recurse":
+            _recurse(0)
         text = f"{self.flavour} from pid {os.getpid()}"
         return ParseResult(status="ok", parser=self.name, mime=mime, blocks=[Block(kind="paragraph", text=text)],
                            pages=[PageInfo(page_no=n + 1, width=10.0, height=10.0) for n in range(pages)])
@@ -48,3 +54,7 @@ class UnpreparableParser(ScriptedParser):
 
     def prepare(self, *, limits: ParseLimits) -> None:
         raise ParseError("model_unavailable", "no weights in this test")
+
+
+def _recurse(n: int) -> int:
+    return _recurse(n + 1) + 1

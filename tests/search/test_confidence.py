@@ -44,6 +44,13 @@ def test_features_read_raw_scores_and_fill_what_a_retriever_missed():
     assert missed["dense"] == 0.2 and missed["agree"] == 0.0 and missed["evidence_cosine"] == 0.0
 
 
+def test_a_passage_chosen_by_coverage_alone_counts_its_chunks_cosine():
+    hit = {"scores": {"dense": 0.61, "lexical": 2.0}, "evidence": {"signals": {"coverage": 0.5}}}
+    assert hit_features(hit, query="seal", dense_floor=0.2)["evidence_cosine"] == 0.61
+    hit["evidence"]["signals"]["cosine"] = 0.7
+    assert hit_features(hit, query="seal", dense_floor=0.2)["evidence_cosine"] == 0.7
+
+
 def test_fit_separates_the_classes_and_confidence_is_a_probability():
     model = _fitted()
     assert model.coef["dense"] > 0 and model.coef["lexical"] > 0 and model.coef["evidence_cosine"] > 0

@@ -57,6 +57,7 @@ def test_quote_equals_canonical_text_at_spans(searcher, golden_kb):
     assert checked == 10 * len(GOLDEN_QUERIES)
 
 
+@pytest.mark.slow  # rebuilds and searches twice, ~100 s; CI runs it (make test-cluster)
 def test_rebuild_from_same_versions_returns_identical_results(golden_kb, tmp_path, text_embedder):
     root = copy_kb(golden_kb, tmp_path / "kb")
     config = golden_config(root)

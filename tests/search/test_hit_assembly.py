@@ -77,8 +77,9 @@ def test_confidence_is_a_probability_and_abstain_a_flag(searcher):
 
 
 def test_context_is_bounded_same_section_and_leaves_ranking_alone(searcher):
-    plain = searcher.search("length of the Brenner Hills rail tunnel", k=5)
-    with_context = searcher.search("length of the Brenner Hills rail tunnel", k=5, context_chars=600)
+    query = "freight demand forecasts for the route options"  # its section (3.2 Forecasts) spans two chunks
+    plain = searcher.search(query, k=5)
+    with_context = searcher.search(query, k=5, context_chars=600)
     assert [h["chunk_id"] for h in plain.hits] == [h["chunk_id"] for h in with_context.hits]
     assert "context" not in plain.hits[0]
     for hit in with_context.hits:
@@ -106,3 +107,15 @@ def test_confidence_rerank_orders_the_top_hits_by_confidence_and_keeps_the_rest(
     assert [h["chunk_id"] for h in hits[5:]] == [h["chunk_id"] for h in fused[5:]]
     assert all("confidence" not in h["ranks"] for h in fused)
     assert "confidence" not in resorted.search(query, k=3, mode="dense").hits[0]["ranks"]  # hybrid only
+
+
+def test_only_the_first_evidence_dense_hits_embed_their_passages(golden_kb, text_embedder):
+    query = GOLDEN_QUERIES[0][0]
+    every = HybridSearcher.open(golden_config(golden_kb, "index.shards=1", "search.evidence_dense_hits=10"),
+                                embedder=text_embedder).search(query, k=10).hits
+    first3 = HybridSearcher.open(golden_config(golden_kb, "index.shards=1", "search.evidence_dense_hits=3"),
+                                 embedder=text_embedder).search(query, k=10).hits
+    assert [h["chunk_id"] for h in every] == [h["chunk_id"] for h in first3]  # ranking is untouched
+    assert all("cosine" in h["evidence"]["signals"] for h in every)
+    assert [("cosine" in h["evidence"]["signals"]) for h in first3] == [True] * 3 + [False] * 7
+    assert [h["evidence"] for h in first3[:3]] == [h["evidence"] for h in every[:3]]

@@ -50,3 +50,27 @@ def test_bad_requests_are_400_and_the_endpoint_is_documented(service):
     assert ask(query="seal kit", temperature=2).status_code == 422  # unknown field
     schema = httpx.get(f"{URL}/openapi.json", timeout=30).json()
     assert "/v1/answer" in schema["paths"] and "AnswerRequest" in schema["components"]["schemas"]
+
+
+def test_summary_and_compare_over_http_cite_only_the_named_documents(service):
+    summary = ask(query="summarize", mode="summary", documents=["manual.pdf"]).json()
+    assert summary["mode"] == "summary" and summary["sections"]
+    assert summary["citations"] and all(c["uri"].endswith("manual.pdf") for c in summary["citations"])
+    cited = {n for s in summary["sections"] for n in s["citations"]}
+    assert cited <= {c["n"] for c in summary["citations"]}
+    compare = ask(query="compare", mode="compare", documents=["manual.pdf", "policy.docx"],
+                  dimensions=["maximum discharge pressure"]).json()
+    assert compare["mode"] == "compare" and len(compare["cells"]) == 2
+    assert {c["dimension"] for c in compare["cells"]} == {"maximum discharge pressure"}
+    assert "| maximum discharge pressure |" in compare["answer"]
+    names = {c["n"]: c["uri"] for c in compare["citations"]}
+    for cell in compare["cells"]:
+        assert cell["citations"] or cell["text"] == "not stated"
+        assert all(names[n].rsplit("/", 1)[-1] in ("manual.pdf", "policy.docx") for n in cell["citations"])
+
+
+def test_qa_within_named_documents_and_an_unknown_document_is_404(service):
+    body = ask(query="how many eelgrass shoots were transplanted in Halvik Bay", documents=["two_column.pdf"]).json()
+    assert "38,400" in body["answer"] and all(c["uri"].endswith("two_column.pdf") for c in body["citations"])
+    missing = ask(query="eelgrass shoots", documents=["no-such-report.pdf"])
+    assert missing.status_code == 404 and "no-such-report.pdf" in missing.text

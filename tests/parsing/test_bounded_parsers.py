@@ -1,0 +1,77 @@
+"""Every parser bounded (parse.isolate, the default): the router runs its parsers in one
+child process per worker, with a hard wall-clock limit, an address-space limit and a
+markup-depth check, and a document that hits one fails with that reason while the next
+document parses normally. Real spawned processes, real parsers."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from kb_ray.config import ParseSettings
+from kb_ray.parsing.base import ParseLimits
+from kb_ray.parsing.router import PARSER_FACTORIES, ParserRouter
+from kb_ray.processing import DocumentProcessor, build_router
+from tests.conftest import GOLDEN_SOURCES
+
+LIMITS = ParseLimits(max_seconds=2.0, max_memory_bytes=1536 << 20)
+DEEP_HTML = b"<html><body>" + b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000
+
+
+@pytest.fixture
+def scripted_router(monkeypatch):
+    monkeypatch.setitem(PARSER_FACTORIES, "scripted", "tests.parsing.isolation_parsers:ScriptedParser")
+    router = ParserRouter(routes={"text/plain": ["scripted"]}, limits=LIMITS, isolate=True)
+    yield router
+    router.close()
+
+
+def parse(router: ParserRouter, command: str):
+    return router.parse(command.encode(), filename="cmd.txt", mime="text/plain")
+
+
+def test_parsers_run_in_one_child_with_their_own_identity(scripted_router):
+    result = parse(scripted_router, "pages 1")
+    assert result.status == "ok" and result.parser == "scripted"
+    pid = scripted_router._isolated.child_pid
+    assert pid not in (None, os.getpid()) and result.blocks[0].text == f"plain from pid {pid}"
+    plain = ParserRouter(routes={"text/plain": ["scripted"]}, limits=LIMITS)
+    assert plain.fingerprint == scripted_router.fingerprint  # isolation does not change the output
+
+
+@pytest.mark.parametrize(("command", "reason", "seconds"), [
+    ("sleep 600", "timeout", LIMITS.max_seconds + 5.0 + 3.0),  # killed after max_seconds + the 5 s grace
+    ("alloc 4096", "memory_limit", 10.0),  # 4 GiB under a 1.5 GiB RLIMIT_AS
+    ("recurse", "nesting_too_deep", 10.0),
+    ("exit 9", "crashed", 10.0),
+])
+def test_a_document_over_a_bound_fails_with_its_reason_and_the_next_one_parses(scripted_router, command, reason,
+                                                                              seconds):
+    started = time.perf_counter()
+    result = parse(scripted_router, command)
+    assert (result.status, result.reason, result.parser) == ("failed", reason, "scripted"), result.error
+    assert time.perf_counter() - started < seconds
+    assert parse(scripted_router, "pages 1").status == "ok"
+
+
+def test_deep_html_fails_fast_as_nesting_too_deep_and_real_html_still_parses():
+    processor = DocumentProcessor(parse=ParseSettings(max_seconds=120))
+    try:
+        started = time.perf_counter()
+        version = processor.process(DEEP_HTML, collection="c", key="deep.html", filename="deep.html")
+        assert version.status == "failed" and version.reason == "nesting_too_deep", version.error
+        assert time.perf_counter() - started < 30  # docling held a worker 400 s on this file before
+        faq = (GOLDEN_SOURCES / "faq.html").read_bytes()
+        assert processor.process(faq, collection="c", key="faq.html", filename="faq.html").status != "failed"
+    finally:
+        processor.router.close()
+
+
+def test_isolation_is_the_default_and_can_be_turned_off():
+    assert build_router(ParseSettings()).isolate and build_router(ParseSettings()).limits.max_memory_bytes == 4 << 30
+    off = build_router(ParseSettings(isolate=False, max_memory_mb=None))
+    assert not off.isolate and off.limits.max_memory_bytes is None
+    result = off.parse(b"hello there", filename="a.txt")
+    assert result.status == "ok" and off._isolated is None  # parsed in this process
