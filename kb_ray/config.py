@@ -154,6 +154,7 @@ class IngestSettings(_Settings):
     sources: list[str] = Field(default_factory=list)
     include: list[str] = Field(default_factory=lambda: ["**/*"])
     sync: Literal["none", "incremental", "full"] = "incremental"
+    follow_symlinks: bool = False  # read local files whose symlinks lead outside the source directories
     micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
     compact_every_batches: int = Field(32, ge=0, description="compact the small files micro-batches add every "
                                        "N micro-batches, so lookups stay flat as the catalog grows (0: never)")
@@ -197,6 +198,7 @@ class IndexSettings(_Settings):
 class SearchSettings(_Settings):
     default_k: int = 10
     max_k: int = 100
+    max_query_chars: int = Field(4000, ge=16)  # a longer query is refused (HTTP 400) before it is embedded
     candidates: int = 100  # per retriever, before fusion
     rrf_k: int = 60
     # rrf: reciprocal rank fusion; minmax / zscore: weighted sum of normalized scores (kb_ray/search/fusion.py)

@@ -17,6 +17,7 @@ class Reason(StrEnum):
     """Why a document has no searchable version. Fetching the source:"""
 
     UNREADABLE = "unreadable"  # the source could not be read (permissions, gone, network)
+    OUTSIDE_SOURCE = "outside_source"  # a local file (a symlink) resolving outside every source directory
     # Before any parser runs (router) or in every parser:
     UNSUPPORTED_TYPE = "unsupported_type"  # no parser for the type, or the bytes are not that type
     TOO_LARGE = "too_large"  # over parse.max_bytes
@@ -29,6 +30,7 @@ class Reason(StrEnum):
     TIMEOUT = "timeout"  # over parse.max_seconds (the parser's process is killed), or the model parser's own timeout
     MEMORY_LIMIT = "memory_limit"  # the parser's process ran out of parse.max_memory_mb
     NESTING_TOO_DEEP = "nesting_too_deep"  # markup nested deeper than parse.max_nesting (or than the parser recurses)
+    DECOMPRESSION_BOMB = "decompression_bomb"  # an archive (DOCX/PPTX/XLSX) inflating past its limits
     CRASHED = "crashed"  # the parser's process died (segfault, kill)
     # Model parsers (docling_pdf, run isolated in a child process of their own):
     MODEL_UNAVAILABLE = "model_unavailable"  # weights missing where configured

@@ -10,6 +10,7 @@ Object stores are reached with the config's ``storage_options`` through
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -61,9 +62,15 @@ def list_source(source: str, *, collection: str, include: list[str],
 
 def _walk(fs: fsspec.AbstractFileSystem, root: str, collection: str, include: list[str]) -> Iterator[pa.RecordBatch]:
     for _, _, files in fs.walk(root, detail=True):
-        infos = {info["name"]: info for info in files.values() if info.get("type") == "file"}
+        infos = {info["name"]: info for info in files.values() if _is_file(info)}
         if infos:
             yield _batch(fs, collection, root, infos, include)
+
+
+def _is_file(info: dict) -> bool:
+    """A file, or a local symlink to one: listed, so the fetch stage can read it or refuse it
+    when it leads outside the sources (reason ``outside_source``). Directory links are not walked."""
+    return info.get("type") == "file" or bool(info.get("islink") and os.path.isfile(info["name"]))
 
 
 def _batch(fs, collection: str, root: str, infos: dict[str, dict], include: list[str]) -> pa.RecordBatch:

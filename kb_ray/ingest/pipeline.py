@@ -15,10 +15,12 @@ read once and no extra pool takes a CPU.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import pyarrow as pa
 
+from kb_ray.catalog.storage import is_local, local_path
 from kb_ray.config import KbConfig, StageSettings
 from kb_ray.ingest.record import SOURCE_RECORD, conform_record
 from kb_ray.ingest.stages.base import StageStats
@@ -88,7 +90,9 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipel
     collector = f"stage_stats:{run_id}"
     storage = {"kb_root": config.kb_root, "storage_options": config.storage_options}
     processing = {"parse": config.parse, "chunking": config.chunking, "captions": config.enrich.captions}
-    fetch: list[StageSpec] = [(FetchStage, {"storage_options": config.storage_options, "pipeline_fp": pipeline_fp})]
+    fetch: list[StageSpec] = [(FetchStage, {"storage_options": config.storage_options, "pipeline_fp": pipeline_fp,
+                                            "local_roots": local_source_roots(config.ingest.sources),
+                                            "follow_symlinks": config.ingest.follow_symlinks})]
     if config.parse.docling.enabled:
         from kb_ray.ingest.stages.model_parse import ModelParseStage
 
@@ -111,6 +115,17 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipel
             dataset = _actor_stage(dataset, [(stage, {**storage, "pages": config.pages})], resources, collector)
     return _actor_stage(dataset, [(EmbedWriteStage, {**storage, "embedding": config.embedding})], config.ray.embed,
                         collector, batch_size=config.ingest.micro_batch_docs)  # one output row = one micro-batch
+
+
+def local_source_roots(sources: list[str]) -> list[str]:
+    """The local sources' directories (a file source: its directory), for the fetch stage's
+    outside-the-sources check."""
+    roots = []
+    for source in sources:
+        if is_local(source):
+            path = os.path.abspath(os.path.expanduser(local_path(source)))
+            roots.append(path if os.path.isdir(path) else os.path.dirname(path))
+    return roots
 
 
 def _actor_stage(dataset, stages: list[StageSpec], resources: StageSettings, collector: str, *,

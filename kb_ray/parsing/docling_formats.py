@@ -22,6 +22,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from kb_ray.errors import ParseError
+from kb_ray.parsing.archives import check_archive
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import PageInfo, ParseResult
 from kb_ray.parsing.markup import nesting_depth
@@ -68,6 +69,8 @@ class DoclingFormatsParser(Parser):
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
         if mime not in _FORMATS:
             raise ParseError("unsupported_type", f"{mime!r} is not one of {sorted(_FORMATS)}")
+        if mime in (DOCX_MIME, PPTX_MIME, XLSX_MIME):
+            check_archive(data)
         if mime == HTML_MIME and nesting_depth(data, stop_above=limits.max_nesting) > limits.max_nesting:
             raise ParseError("nesting_too_deep", f"elements nested over {limits.max_nesting} deep (parse.max_nesting)")
         doc = self._convert(data, mime=mime, filename=filename)

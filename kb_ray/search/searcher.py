@@ -26,7 +26,7 @@ from kb_ray.errors import KbRayError
 from kb_ray.index.generations import GenerationError, load_manifest, local_generation_dir, read_current
 from kb_ray.index.manifest import GenerationManifest
 from kb_ray.search.assembly import HitAssembler, dense_floor, resort_by_confidence
-from kb_ray.search.errors import SearchRequestError
+from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.search.filters import parse_filters
 from kb_ray.search.fusion import fuse
 from kb_ray.search.gate import ActivePointers
@@ -233,6 +233,8 @@ class HybridSearcher:
         if not isinstance(query, str) or (needs_text and not query.strip()):
             raise SearchRequestError("the query is empty: pass a non-empty query string"
                                      + (" (or a query_vector in dense mode)" if mode == "dense" else ""))
+        if len(query) > self.config.search.max_query_chars:
+            raise SearchRequestError(query_too_long(len(query), self.config.search.max_query_chars))
         k = self.config.search.default_k if k is None else k
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.config.search.max_k:
             raise SearchRequestError(f"k must be an integer between 1 and {self.config.search.max_k}, got {k!r}")

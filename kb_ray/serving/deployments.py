@@ -20,17 +20,27 @@ import logging
 import time
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from ray import serve
 
 from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
-from kb_ray.search.errors import SearchRequestError
+from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
+MAX_BODY_BYTES = 1 << 20  # a request body over 1 MiB is refused with 413 before it is read
+
+
+@api.middleware("http")
+async def refuse_large_bodies(request: Request, call_next: Any) -> Any:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        return JSONResponse({"detail": f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit"},
+                            status_code=413)
+    return await call_next(request)
 REFRESH_EVERY_S = 1.0
 
 
@@ -120,6 +130,7 @@ class SearchIngress:
         mode or an ambiguous document name, 404 when a named document does not exist."""
         from kb_ray.answer.sections import DocumentReferenceError
 
+        self._check_query_length(request.query)
         try:
             return JSONResponse(await self.answerer.answer(request.model_dump()))
         except DocumentReferenceError as exc:
@@ -139,6 +150,10 @@ class SearchIngress:
             raise HTTPException(404, str(exc)) from exc
         return JSONResponse(row)
 
+    def _check_query_length(self, query: str) -> None:
+        if len(query) > self.config.search.max_query_chars:
+            raise HTTPException(400, query_too_long(len(query), self.config.search.max_query_chars))
+
     async def _search_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._search(SearchRequest(**body))
 
@@ -152,6 +167,7 @@ class SearchIngress:
             raise HTTPException(400, "rerank was requested but no reranker is configured (search.rerank_model_path)")
         if not request.query.strip():
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
+        self._check_query_length(request.query)
         needs_vector = request.mode in ("dense", "hybrid", "hybrid+page")
         vector = await self.embedder.embed.remote(request.query) if needs_vector else None
         embed_ms = (time.perf_counter() - started) * 1000

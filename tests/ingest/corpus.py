@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import shutil
+import zipfile
 from pathlib import Path
 
 from tests.conftest import GOLDEN_SOURCES
@@ -56,6 +58,22 @@ def hostile_files(root: Path) -> dict[str, str]:
     (root / "big.pdf").write_bytes((GOLDEN_SOURCES / "long_report.pdf").read_bytes())
     (root / "data.bin").write_bytes(bytes(range(256)))
     (root / "deep.html").write_bytes(b"<html><body>" + b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000)
+    (root / "bomb.docx").write_bytes(zip_bomb_docx())
+    outside = root.parent.parent / "outside-the-sources"  # a sibling of the corpus, never a source
+    outside.mkdir(exist_ok=True)
+    (outside / "secret.txt").write_text("A file the symlink reaches outside the source directory.\n")
+    (root / "escape.txt").symlink_to(outside / "secret.txt")
     return {"truncated.pdf": "corrupt", "empty.txt": "empty", "image.pdf": "corrupt",
             "latin1.txt": "invalid_encoding", "big.pdf": "too_many_pages", "data.bin": "unsupported_type",
-            "deep.html": "nesting_too_deep"}
+            "deep.html": "nesting_too_deep", "bomb.docx": "decompression_bomb", "escape.txt": "outside_source"}
+
+
+def zip_bomb_docx(inflated_mib: int = 64) -> bytes:
+    """A DOCX-shaped ZIP (content types, a document part) with one member of zeros that
+    inflates ~1000x: a few tens of kB on disk."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        archive.writestr("word/document.xml", "<w:document/>")
+        archive.writestr("word/media/image1.bin", bytes(inflated_mib << 20))
+    return out.getvalue()

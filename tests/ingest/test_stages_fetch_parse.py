@@ -101,3 +101,29 @@ def test_pdf_bytes_ride_on_to_the_renderer_only_when_pages_are_on(tmp_path):
     assert with_pages.column("raw").to_pylist() == [(src / "manual.pdf").read_bytes(), None, None]
     assert without.column("raw").null_count == 3
     assert isinstance(with_pages, pa.Table) and with_pages.num_rows == 3
+
+
+def test_a_symlink_out_of_the_sources_is_refused_unless_allowed(tmp_path):
+    config, _ = stage_config(tmp_path)
+    src, outside = tmp_path / "src", tmp_path / "elsewhere"
+    src.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not a source\n")
+    shutil.copy(GOLDEN_SOURCES / "notes.txt", outside / "notes.txt")
+    (src / "escape.txt").symlink_to(outside / "secret.txt")
+    (src / "linked").symlink_to(outside, target_is_directory=True)  # a directory link out, too
+    (src / "inside.txt").symlink_to(src / "escape.txt")  # a chain that ends outside
+    shutil.copy(GOLDEN_SOURCES / "notes.txt", src / "notes.txt")
+    (src / "alias.txt").symlink_to(src / "notes.txt")  # a link within the sources is fine
+    paths = [src / "escape.txt", src / "linked" / "notes.txt", src / "inside.txt", src / "notes.txt", src / "alias.txt"]
+    stage = FetchStage(storage_options={}, pipeline_fp=pipeline_fp(config), local_roots=[str(src)])
+    fetched, stats = stage.run(source_table(paths))
+    rows = {row["uri"].rsplit("/src/", 1)[1]: row for row in fetched.to_pylist()}
+    for name in ("escape.txt", "linked/notes.txt", "inside.txt"):
+        assert (rows[name]["status"], rows[name]["reason"], rows[name]["data"]) == ("failed", "outside_source", None)
+        assert "ingest.follow_symlinks" in rows[name]["detail"]
+    assert rows["notes.txt"]["status"] == rows["alias.txt"]["status"] == "ok"
+    assert stats.counts["outside_source"] == 3 and stats.counts["unreadable"] == 0
+    allowed = FetchStage(storage_options={}, pipeline_fp=pipeline_fp(config), local_roots=[str(src)],
+                         follow_symlinks=True)
+    assert {row["status"] for row in allowed.run(source_table(paths))[0].to_pylist()} == {"ok"}

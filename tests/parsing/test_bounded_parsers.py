@@ -75,3 +75,16 @@ def test_isolation_is_the_default_and_can_be_turned_off():
     assert not off.isolate and off.limits.max_memory_bytes is None
     result = off.parse(b"hello there", filename="a.txt")
     assert result.status == "ok" and off._isolated is None  # parsed in this process
+
+
+def test_a_zip_bomb_docx_fails_before_anything_is_inflated_and_a_real_docx_parses():
+    from tests.ingest.corpus import zip_bomb_docx
+
+    bomb = zip_bomb_docx()
+    assert len(bomb) < 200_000
+    router = build_router(ParseSettings(isolate=False))
+    started = time.perf_counter()
+    result = router.parse(bomb, filename="bomb.docx")
+    assert (result.status, result.reason) == ("failed", "decompression_bomb"), result.error
+    assert "inflates" in result.detail and time.perf_counter() - started < 1.0
+    assert router.parse((GOLDEN_SOURCES / "policy.docx").read_bytes(), filename="policy.docx").status == "ok"

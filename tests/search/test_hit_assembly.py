@@ -119,3 +119,8 @@ def test_only_the_first_evidence_dense_hits_embed_their_passages(golden_kb, text
     assert all("cosine" in h["evidence"]["signals"] for h in every)
     assert [("cosine" in h["evidence"]["signals"]) for h in first3] == [True] * 3 + [False] * 7
     assert [h["evidence"] for h in first3[:3]] == [h["evidence"] for h in every[:3]]
+
+
+def test_an_overlong_query_is_refused_before_it_is_embedded(searcher):
+    with pytest.raises(SearchRequestError, match="max_query_chars"):
+        searcher.search("seal " * 1000, k=5)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -74,3 +76,18 @@ def test_qa_within_named_documents_and_an_unknown_document_is_404(service):
     assert "38,400" in body["answer"] and all(c["uri"].endswith("two_column.pdf") for c in body["citations"])
     missing = ask(query="eelgrass shoots", documents=["no-such-report.pdf"])
     assert missing.status_code == 404 and "no-such-report.pdf" in missing.text
+
+
+def test_oversized_bodies_are_413_and_overlong_queries_400_before_any_work(service):
+    huge = "pump " * 300_000  # 1.5 MB
+    for path in ("/v1/search", "/v1/answer"):
+        response = httpx.post(f"{URL}{path}", json={"query": huge}, timeout=60)
+        assert response.status_code == 413, (path, response.text)
+    long_query = "seal kit " * 1000  # 9,000 characters, under the body limit
+    for path in ("/v1/search", "/v1/answer"):
+        started = time.perf_counter()
+        response = httpx.post(f"{URL}{path}", json={"query": long_query}, timeout=60)
+        assert response.status_code == 400 and "max_query_chars" in response.text, (path, response.text)
+        assert time.perf_counter() - started < 5  # refused before it is embedded
+    assert httpx.post(f"{URL}/v1/search", content=b"{not json", timeout=30,
+                      headers={"content-type": "application/json"}).status_code == 422

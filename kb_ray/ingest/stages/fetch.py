@@ -7,6 +7,7 @@ reason ``unreadable``; the batch goes on.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -23,18 +24,31 @@ from kb_ray.outcomes import Reason
 class FetchStage(Stage):
     name = "fetch"
 
-    def __init__(self, *, storage_options: dict[str, str], pipeline_fp: str) -> None:
+    def __init__(self, *, storage_options: dict[str, str], pipeline_fp: str, local_roots: list[str] | None = None,
+                 follow_symlinks: bool = False) -> None:
+        """``local_roots``: the local source directories; a local file whose real path (symlinks
+        resolved) lies outside all of them fails with reason ``outside_source`` unless
+        ``follow_symlinks`` (``ingest.follow_symlinks``)."""
         self.storage_options = storage_options
         self.pipeline_fp = pipeline_fp
+        self.local_roots = [os.path.realpath(root) for root in local_roots or []]
+        self.follow_symlinks = follow_symlinks
 
     def process(self, table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
         rows = [self.fetch(row) for row in conform_record(table, FETCHED_RECORD).to_pylist()]
-        unreadable = sum(1 for row in rows if row["status"] == "failed")
-        return pa.Table.from_pylist(rows, schema=FETCHED_RECORD), {
-            "bytes_read": sum(len(row["data"] or b"") for row in rows), "unreadable": unreadable}
+        reasons = [row["reason"] for row in rows if row["status"] == "failed"]
+        counts = {"bytes_read": sum(len(row["data"] or b"") for row in rows),
+                  "unreadable": reasons.count(Reason.UNREADABLE.value)}
+        if Reason.OUTSIDE_SOURCE.value in reasons:
+            counts["outside_source"] = reasons.count(Reason.OUTSIDE_SOURCE.value)
+        return pa.Table.from_pylist(rows, schema=FETCHED_RECORD), counts
 
     def fetch(self, row: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
+        escape = self._outside_sources(row["uri"])
+        if escape is not None:
+            return {**row, "data": None, "status": "failed", "reason": Reason.OUTSIDE_SOURCE.value,
+                    "detail": escape, "fetch_seconds": time.perf_counter() - started}
         try:
             with fsspec.open(row["uri"], "rb", **fsspec_options(row["uri"], self.storage_options)) as handle:
                 data = handle.read()
@@ -45,3 +59,12 @@ class FetchStage(Stage):
         version_id = ids.version_id(document_id=row["document_id"], raw_sha=raw_sha, pipeline_fp=self.pipeline_fp)
         return {**row, "data": data, "raw_sha": raw_sha, "version_id": version_id, "size": len(data),
                 "status": "ok", "fetch_seconds": time.perf_counter() - started}
+
+    def _outside_sources(self, uri: str) -> str | None:
+        """Why a local file may not be read (its real path is outside every source root), else None."""
+        if self.follow_symlinks or not self.local_roots or "://" in uri:
+            return None
+        real = os.path.realpath(uri)
+        if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self.local_roots):
+            return None
+        return f"{uri} resolves to {real}, outside the source directories (ingest.follow_symlinks allows it)"
