@@ -105,7 +105,8 @@ class DoclingPdfParser(Parser):
 
             inner = self.settings.model_copy(update={"isolate": False})
             self._isolated = ProcessIsolatedParser(factory=functools.partial(DoclingPdfParser, settings=inner),
-                                                   recycle_after_pages=self.settings.recycle_after_pages)
+                                                   recycle_after_pages=self.settings.recycle_after_pages,
+                                                   limit_memory=False)  # CUDA maps far more address space
         return self._isolated
 
     # ---- one document, in this process ------------------------------------------------------

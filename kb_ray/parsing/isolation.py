@@ -25,6 +25,7 @@ against a document's time.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import importlib
 import logging
@@ -50,8 +51,12 @@ class ProcessIsolatedParser(Parser):
     """``factory()``'s parser, run in a child process with a hard per-document timeout."""
 
     def __init__(self, *, factory: ParserFactory, recycle_after_pages: int = 2000,
-                 grace_seconds: float = 5.0, start_seconds: float = 600.0) -> None:
+                 grace_seconds: float = 5.0, start_seconds: float = 600.0, limit_memory: bool = True) -> None:
+        """``limit_memory``: cap the child's address space at ``limits.max_memory_bytes``
+        (off for model parsers: CUDA and model runtimes reserve far more address space than
+        they use)."""
         local = factory()
+        self.limit_memory = limit_memory
         self.target: str | None = None  # the ParserSet parser of the parse in progress
         self.name, self.version, self.mimes = local.name, local.version, local.mimes
         self._config = local.config()
@@ -108,6 +113,8 @@ class ProcessIsolatedParser(Parser):
             self._slot.stop()
 
     def _start(self, limits: ParseLimits) -> _ChildProcess:
+        if not self.limit_memory:
+            limits = dataclasses.replace(limits, max_memory_bytes=None)
         child = self._slot.child = _ChildProcess(self.factory, name=self.name, limits=limits)
         try:
             child.wait_ready(seconds=self.start_seconds)

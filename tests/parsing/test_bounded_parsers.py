@@ -88,3 +88,17 @@ def test_a_zip_bomb_docx_fails_before_anything_is_inflated_and_a_real_docx_parse
     assert (result.status, result.reason) == ("failed", "decompression_bomb"), result.error
     assert "inflates" in result.detail and time.perf_counter() - started < 1.0
     assert router.parse((GOLDEN_SOURCES / "policy.docx").read_bytes(), filename="policy.docx").status == "ok"
+
+
+def test_model_parsers_children_get_no_address_space_cap():
+    import functools
+
+    from kb_ray.parsing.isolation import ProcessIsolatedParser
+    from tests.parsing.isolation_parsers import ScriptedParser
+
+    uncapped = ProcessIsolatedParser(factory=functools.partial(ScriptedParser), limit_memory=False, grace_seconds=1)
+    try:
+        result = uncapped.parse(b"alloc 2048", mime="text/plain", filename="a.txt", limits=LIMITS)
+        assert result.status == "ok", result.error  # 2 GiB past the 1.5 GiB cap that the other children get
+    finally:
+        uncapped.close()
