@@ -98,7 +98,8 @@ def test_model_parsers_children_get_no_address_space_cap():
 
     uncapped = ProcessIsolatedParser(factory=functools.partial(ScriptedParser), limit_memory=False, grace_seconds=1)
     try:
-        result = uncapped.parse(b"alloc 2048", mime="text/plain", filename="a.txt", limits=LIMITS)
+        generous = ParseLimits(max_seconds=120.0, max_memory_bytes=LIMITS.max_memory_bytes)  # zero-filling 2 GiB is slow on a busy box
+        result = uncapped.parse(b"alloc 2048", mime="text/plain", filename="a.txt", limits=generous)
         assert result.status == "ok", result.error  # 2 GiB past the 1.5 GiB cap that the other children get
     finally:
         uncapped.close()
