@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kb_ray.catalog.storage import is_local, local_path
+from kb_ray.catalog.storage import is_local, normalize_root
 from kb_ray.config import KbConfig, StageSettings
 from kb_ray.ingest.record import SOURCE_RECORD, conform_record
 from kb_ray.ingest.stages.base import StageStats
@@ -123,7 +123,7 @@ def local_source_roots(sources: list[str]) -> list[str]:
     roots = []
     for source in sources:
         if is_local(source):
-            path = os.path.abspath(os.path.expanduser(local_path(source)))
+            path = normalize_root(source)
             roots.append(path if os.path.isdir(path) else os.path.dirname(path))
     return roots
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import functools
-import importlib
 import logging
 import multiprocessing
 import multiprocessing.util  # noqa: F401  # its atexit hook (kills daemonic children) now runs after ours
@@ -262,9 +261,10 @@ class ParserSet(Parser):
 
     def get(self, name: str) -> Parser:
         if name not in self._parsers:
+            from kb_ray.parsing.router import load_factory
+
             spec, options = self.specs[name]
-            module, _, attribute = spec.partition(":")
-            self._parsers[name] = getattr(importlib.import_module(module), attribute)(**options)
+            self._parsers[name] = load_factory(spec)(**options)
         return self._parsers[name]
 
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:

@@ -45,7 +45,8 @@ DEFAULT_ROUTES: dict[str, list[str]] = {
 DOCLING_PDF_ROUTES: dict[str, list[str]] = {**DEFAULT_ROUTES, "application/pdf": ["docling_pdf", "pdf_text"]}
 
 
-def _load(spec: str) -> Callable[[], Parser]:
+def load_factory(spec: str) -> Callable[..., Parser]:
+    """The parser class a ``"module:Class"`` spec names (imported now)."""
     module, _, attribute = spec.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
@@ -68,7 +69,7 @@ class ParserRouter:
 
     def parser(self, name: str) -> Parser:
         if name not in self._parsers:
-            local = _load(PARSER_FACTORIES[name])(**self.parser_options.get(name, {}))
+            local = load_factory(PARSER_FACTORIES[name])(**self.parser_options.get(name, {}))
             self._parsers[name] = self._in_child(name, local) if self.isolate and name not in MODEL_PARSERS else local
         return self._parsers[name]
 

@@ -15,7 +15,7 @@ import fsspec
 import pyarrow as pa
 
 from kb_ray import ids
-from kb_ray.catalog.storage import fsspec_options
+from kb_ray.catalog.storage import fsspec_options, is_local, local_path
 from kb_ray.ingest.record import FETCHED_RECORD, conform_record
 from kb_ray.ingest.stages.base import Stage
 from kb_ray.outcomes import Reason
@@ -62,9 +62,9 @@ class FetchStage(Stage):
 
     def _outside_sources(self, uri: str) -> str | None:
         """Why a local file may not be read (its real path is outside every source root), else None."""
-        if self.follow_symlinks or not self.local_roots or "://" in uri:
+        if self.follow_symlinks or not self.local_roots or not is_local(uri):
             return None
-        real = os.path.realpath(uri)
+        real = os.path.realpath(local_path(uri))
         if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self.local_roots):
             return None
         return f"{uri} resolves to {real}, outside the source directories (ingest.follow_symlinks allows it)"
