@@ -265,12 +265,26 @@ FEEDBACK = _table(
     ("rating", pa.string()), ("comment", pa.string()),
 )
 
+LEASES = _table(
+    "leases",
+    ("name",),
+    """Who holds a catalog-wide writer lease (today ``ingest``: one ingest, purge or maintain
+    writes at a time; kb_ray/catalog/lease.py). The holder's ``token``, ``host``, ``pid`` and
+    the process start time ``pid_start`` (so a reused pid is not mistaken for the holder),
+    when it was taken and last renewed, and ``ttl_s``: a lease not renewed for that long, or
+    whose holder process on this host is gone, is stale and is taken over. One row per held
+    lease; released leases are deleted.""",
+    ("name", pa.string()), ("token", pa.string()), ("holder", pa.string()), ("host", pa.string()),
+    ("pid", pa.int64()), ("pid_start", pa.int64()), ("acquired_at", TIMESTAMP), ("renewed_at", TIMESTAMP),
+    ("ttl_s", pa.float64()),
+)
+
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
         EMBEDDINGS, PAGE_EMBEDDINGS, ENRICHMENTS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
-        ANSWERS, FEEDBACK,
+        ANSWERS, FEEDBACK, LEASES,
     )
 }
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)

@@ -158,6 +158,10 @@ class IngestSettings(_Settings):
     micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
     compact_every_batches: int = Field(32, ge=0, description="compact the small files micro-batches add every "
                                        "N micro-batches, so lookups stay flat as the catalog grows (0: never)")
+    lease_wait_s: float = Field(3600.0, ge=0, description="how long an ingest waits for another writer of the "
+                                "same catalog (ingest, purge, maintain) to finish before failing")
+    lease_ttl_s: float = Field(60.0, gt=0, description="a writer lease not renewed for this long is stale and "
+                               "taken over (a dead holder on this host is detected at once)")
 
 
 class PagesSettings(_Settings):

@@ -36,5 +36,9 @@ class CatalogError(KbRayError):
     """The Delta catalog is missing, incompatible or a commit failed."""
 
 
+class CatalogBusyError(CatalogError):
+    """Another writer holds the catalog's writer lease for longer than the wait allows."""
+
+
 class FilterError(KbRayError):
     """A search filter names an unknown field or cannot be applied."""

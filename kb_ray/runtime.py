@@ -15,10 +15,12 @@ from pathlib import Path
 
 from kb_ray import __version__
 from kb_ray.config import KbConfig
+from kb_ray.reaper import RayReaper, watch_local_ray
 
 logger = logging.getLogger(__name__)
 WORKER_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 _QUIET_LOGGERS = ("ray", "ray.data", "ray.serve")
+_reaper: RayReaper | None = None  # the watcher of the local Ray instance this process started
 
 
 def start_ray(config: KbConfig, *, verbose: bool = False) -> bool:
@@ -34,16 +36,35 @@ def start_ray(config: KbConfig, *, verbose: bool = False) -> bool:
         ray.init(address=address, **options)
     else:
         ray.init(num_cpus=config.ray.num_cpus, include_dashboard=False, **options)
+        _watch_local_instance()
     if not verbose:
         quiet_ray_console()
     return True
 
 
 def stop_ray() -> None:
+    global _reaper
     import ray
 
     if ray.is_initialized():
         ray.shutdown()
+    if _reaper is not None:
+        _reaper.stop()
+        _reaper = None
+
+
+def _watch_local_instance() -> None:
+    """Have a watcher kill this local instance's processes if this driver is killed
+    (kb_ray/reaper.py): they would otherwise outlive a SIGKILLed driver."""
+    global _reaper
+    import ray
+
+    try:
+        node = ray._private.worker.global_worker.node
+        pids = [info.process.pid for infos in node.all_processes.values() for info in infos if info.process]
+    except AttributeError:  # another Ray layout: no watcher, Ray's own fate sharing only
+        return
+    _reaper = watch_local_ray(pids)
 
 
 def quiet_ray_console() -> None:

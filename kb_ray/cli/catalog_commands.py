@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import sys
@@ -50,6 +51,16 @@ def _catalog(args: argparse.Namespace):
 
     config = config_from_args(args)
     return DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+
+
+@contextlib.contextmanager
+def _writer(args: argparse.Namespace, holder: str):
+    """The catalog, opened under its writer lease (no ingest, purge or maintain at the same time)."""
+    from kb_ray.catalog.lease import writer_lease
+
+    catalog = _catalog(args)
+    with writer_lease(catalog, config_from_args(args), holder=holder):
+        yield catalog
 
 
 def run_sql(args: argparse.Namespace) -> int:
@@ -125,7 +136,8 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_purge(args: argparse.Namespace) -> int:
     from kb_ray.catalog.purge import purge
 
-    report = purge(_catalog(args), superseded=args.superseded)
+    with _writer(args, "purge") as catalog:
+        report = purge(catalog, superseded=args.superseded)
     print(json.dumps(report.__dict__, indent=2) if args.json else report.render())
     return 0
 
@@ -133,7 +145,8 @@ def run_purge(args: argparse.Namespace) -> int:
 def run_maintain(args: argparse.Namespace) -> int:
     from kb_ray.catalog.maintenance import maintain
 
-    report = maintain(_catalog(args), retention_hours=args.retention_hours, vacuum=not args.no_vacuum,
-                      z_order=args.z_order)
+    with _writer(args, "maintain") as catalog:
+        report = maintain(catalog, retention_hours=args.retention_hours, vacuum=not args.no_vacuum,
+                          z_order=args.z_order)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.render())
     return 0

@@ -9,7 +9,7 @@ number) and is skipped if that transaction is already in the table's log.
 A crash between two of these commits can leave rows of a version that no document points
 at. A rerun finds that version's rows and deletes them before committing again, so no
 table ever holds a row twice. That search reads whole tables, so it runs only when such
-residue can exist: when some other run that crashed (or is still running) has data
+residue can exist: when some other run that crashed (or was killed, still marked running) has data
 commits in a version-keyed table beyond its last ``versions`` commit, as the app
 transactions in the Delta logs say (:class:`ResidueWatch`, checked per micro-batch).
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -51,8 +52,9 @@ class BatchOutcome:
 
 class MicroBatchCommitter:
     def __init__(self, catalog: DeltaCatalog, *, run_id: str, fail_after_batches: int | None = None,
-                 compact_every_batches: int = 0) -> None:
+                 compact_every_batches: int = 0, before_commit: Callable[[], None] | None = None) -> None:
         self.catalog = catalog
+        self.before_commit = before_commit  # raises to stop committing (the writer lease was lost)
         self.run_id = run_id
         self.app_id = f"ingest:{run_id}"
         self.fail_after_batches = fail_after_batches  # tests: simulate a crash between batches
@@ -63,6 +65,8 @@ class MicroBatchCommitter:
     def commit(self, batch: dict[str, Any], *, batch_no: int) -> BatchOutcome:
         if self.fail_after_batches is not None and batch_no >= self.fail_after_batches:
             raise RuntimeError(f"injected failure before committing micro-batch {batch_no}")
+        if self.before_commit is not None:
+            self.before_commit()
         summary = from_ipc(batch["summary_ipc"])
         files = [DataFile(**entry) for entry in json.loads(batch["files_json"])]
         self._commit_embeddings(from_ipc(batch["embeddings_ipc"]), batch_no)
@@ -232,7 +236,7 @@ class ResidueWatch:
     """Which other runs may have left data rows without their ``versions`` rows.
 
     A crashed run's app transactions never change again, so its verdict is kept; a run
-    still marked running is asked again each time (it may be mid-batch, or die)."""
+    still marked running (a killed driver never updates it) is asked again each time."""
 
     def __init__(self, catalog: DeltaCatalog, *, except_run: str) -> None:
         self.catalog = catalog

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.lease import writer_lease
 from kb_ray.chunking.tokens import SPECIAL_TOKENS
 from kb_ray.config import KbConfig, config_json
 from kb_ray.errors import CatalogError, SourceError
@@ -45,9 +46,19 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
 
         check_caption_settings(config.enrich.captions)
     report = IngestReport(run_id=f"run_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:8]}")
+    with writer_lease(catalog, config, holder=f"ingest {report.run_id}") as lease:
+        committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches,
+                                        compact_every_batches=config.ingest.compact_every_batches,
+                                        before_commit=lease.check)
+        _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
+                           on_progress=on_progress, verbose=verbose)
+    return report
+
+
+def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: MicroBatchCommitter,
+                       report: IngestReport, started: float, on_progress: ProgressCallback | None,
+                       verbose: bool) -> None:
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
-    committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches,
-                                    compact_every_batches=config.ingest.compact_every_batches)
     try:
         plan = _plan(catalog, config)
         report.documents["seen"] = plan.seen
@@ -61,7 +72,6 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
     finally:
         report.seconds = time.perf_counter() - started
         _record_run(catalog, report, config, started_at=None)
-    return report
 
 
 def _plan(catalog: DeltaCatalog, config: KbConfig) -> IngestPlan:
