@@ -71,6 +71,6 @@ def content_mismatch(*, claimed: str, data: bytes) -> str | None:
         return None
     if sniffed in IMAGE_MIMES and claimed in IMAGE_MIMES:  # a JPEG named .png: Pillow reads the content
         return None
-    if claimed in OOXML_MIMES or claimed == "application/pdf" or sniffed.startswith("image/"):
+    if claimed in OOXML_MIMES or claimed in IMAGE_MIMES or claimed == "application/pdf" or sniffed.startswith("image/"):
         return f"the content is {sniffed}, but the name says {claimed}"
     return None
