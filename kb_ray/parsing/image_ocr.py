@@ -108,7 +108,7 @@ class ImageOcrParser(Parser):
 def build_engine(*, num_threads: int, min_score: float) -> Any:
     try:
         from rapidocr import LangCls, LangDet, LangRec, ModelType, OCRVersion, RapidOCR
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:  # not installed (an ImportError under RLIMIT_AS is not this)
         raise ParseError("ocr_unavailable", "images need OCR: pip install 'kb-ray[ocr]' (rapidocr, onnxruntime)") from exc
     route_rapidocr_logging()
     langs = {"det": LangDet, "cls": LangCls, "rec": LangRec}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import struct
+import sys
 import time
 import zlib
 
@@ -195,3 +196,10 @@ def test_through_the_router_in_the_isolated_child_under_the_memory_cap():
         assert bomb.reason == Reason.DECOMPRESSION_BOMB
     finally:
         router.close()
+
+
+def test_without_rapidocr_an_image_fails_as_ocr_unavailable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rapidocr", None)  # import rapidocr raises ModuleNotFoundError
+    image, _ = draw([("Needs OCR", (40, 60))])
+    result = ImageOcrParser().parse(encoded(image, "PNG"), mime="image/png")
+    assert result.reason == Reason.OCR_UNAVAILABLE and "kb-ray[ocr]" in result.detail
