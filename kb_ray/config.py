@@ -52,6 +52,10 @@ class ParseSettings(_Settings):
     isolate: bool = True
     max_memory_mb: int | None = Field(4096, ge=256)  # the parser process's address space (RLIMIT_AS); None: unbounded
     max_nesting: int = Field(256, ge=8)  # HTML/XML element depth; deeper fails fast as nesting_too_deep
+    # width x height of one image (TIFF frame) the OCR parser decodes; larger fails as decompression_bomb
+    # from the header, before any pixel is decoded. 50 M admits an A4 page scanned at 600 dpi (35 M)
+    # and keeps the decoded RGB frame (150 MB) and OCR's copies far inside max_memory_mb.
+    max_image_pixels: int = Field(50_000_000, ge=1)
     routes: dict[str, list[str]] | None = None  # MIME type → parser names, tried in order
     figure_crops: bool = True  # figures keep a PNG crop in the blob store (captioning reads it)
     figure_crop_dpi: int = Field(144, ge=36, le=600)

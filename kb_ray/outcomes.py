@@ -30,7 +30,8 @@ class Reason(StrEnum):
     TIMEOUT = "timeout"  # over parse.max_seconds (the parser's process is killed), or the model parser's own timeout
     MEMORY_LIMIT = "memory_limit"  # the parser's process ran out of parse.max_memory_mb
     NESTING_TOO_DEEP = "nesting_too_deep"  # markup nested deeper than parse.max_nesting (or than the parser recurses)
-    DECOMPRESSION_BOMB = "decompression_bomb"  # an archive (DOCX/PPTX/XLSX) inflating past its limits
+    # an archive (DOCX/PPTX/XLSX) inflating past its limits, or an image (frame) over parse.max_image_pixels
+    DECOMPRESSION_BOMB = "decompression_bomb"
     CRASHED = "crashed"  # the parser's process died (segfault, kill)
     # Model parsers (docling_pdf, run isolated in a child process of their own):
     MODEL_UNAVAILABLE = "model_unavailable"  # weights missing where configured

@@ -21,6 +21,7 @@ class ParseLimits:
     max_seconds: float = 300.0
     max_memory_bytes: int | None = None  # address space of an isolated parser process (RLIMIT_AS)
     max_nesting: int = 256  # element depth of markup (HTML/XML) a parser is given
+    max_image_pixels: int = 50_000_000  # width x height of one image (frame) an image parser decodes
 
 
 class Parser(abc.ABC):

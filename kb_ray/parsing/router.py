@@ -21,7 +21,7 @@ from kb_ray import ids
 from kb_ray.outcomes import Reason
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import ParseResult
-from kb_ray.parsing.mime import EXTENSION_MIMES, OOXML_MIMES, content_mismatch, mime_from_name
+from kb_ray.parsing.mime import EXTENSION_MIMES, IMAGE_MIMES, OOXML_MIMES, content_mismatch, mime_from_name
 
 FINAL_REASONS = frozenset({Reason.TOO_LARGE, Reason.TOO_MANY_PAGES, Reason.ENCRYPTED, Reason.EMPTY, Reason.TIMEOUT,
                            Reason.INVALID_ENCODING})
@@ -34,6 +34,7 @@ PARSER_FACTORIES: dict[str, str] = {
     "docling_pdf": "kb_ray.parsing.docling_pdf:DoclingPdfParser",
     "docling": "kb_ray.parsing.docling_formats:DoclingFormatsParser",
     "plain_text": "kb_ray.parsing.plain_text:PlainTextParser",
+    "image_ocr": "kb_ray.parsing.image_ocr:ImageOcrParser",
 }
 DEFAULT_ROUTES: dict[str, list[str]] = {
     "application/pdf": ["pdf_text"],
@@ -41,6 +42,7 @@ DEFAULT_ROUTES: dict[str, list[str]] = {
     "text/markdown": ["docling", "plain_text"],
     "text/html": ["docling"],
     **{mime: ["docling"] for mime in OOXML_MIMES},
+    **{mime: ["image_ocr"] for mime in sorted(IMAGE_MIMES)},
 }
 DOCLING_PDF_ROUTES: dict[str, list[str]] = {**DEFAULT_ROUTES, "application/pdf": ["docling_pdf", "pdf_text"]}
 

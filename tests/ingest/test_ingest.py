@@ -147,6 +147,31 @@ def test_a_different_embedder_is_refused_unless_switching(tmp_path):
     assert report.parses == 0 and report.documents["unchanged"] == 1
 
 
+def test_an_image_is_a_document_found_by_its_recognised_words(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    from kb_ray.index.build import build_index
+    from kb_ray.search.searcher import HybridSearcher
+
+    pytest.importorskip("rapidocr")
+    src = tmp_path / "src"
+    src.mkdir()
+    image = Image.new("RGB", (900, 200), "white")
+    ImageDraw.Draw(image).text((40, 60), "Calibrate the flowmeter yearly", fill="black",
+                               font=ImageFont.load_default(size=44))
+    image.save(src / "label.png")
+    (src / "notes.txt").write_text("The pump room is on the ground floor.\n")
+    config = ingest_config(tmp_path / "kb", [src], "index.shards=1")
+    report = run_ingest(config)
+    assert report.documents["new"] == 2 and report.documents["failed"] == 0
+    parsers = {row["mime"]: row["parser"] for row in catalog(tmp_path / "kb").read("versions").to_pylist()}
+    assert parsers == {"image/png": "image_ocr", "text/plain": "plain_text"}
+    build_index(config)
+    top = HybridSearcher.open(config).search("flowmeter", k=2, mode="lexical").hits[0]
+    assert top["uri"].endswith("label.png") and "flowmeter" in top["text"].lower()
+    assert top["regions"][0]["page"] == 1
+
+
 def _ready(name: str) -> str:
     from kb_ray.catalog.sql import load_ready_query
 
