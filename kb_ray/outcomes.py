@@ -18,6 +18,7 @@ class Reason(StrEnum):
 
     UNREADABLE = "unreadable"  # the source could not be read (permissions, gone, network)
     OUTSIDE_SOURCE = "outside_source"  # a local file (a symlink) resolving outside every source directory
+    INVALID_NAME = "invalid_name"  # a local file whose name is not UTF-8 (listed with U+FFFD for its bad bytes)
     # Before any parser runs (router) or in every parser:
     UNSUPPORTED_TYPE = "unsupported_type"  # no parser for the type, or the bytes are not that type
     TOO_LARGE = "too_large"  # over parse.max_bytes

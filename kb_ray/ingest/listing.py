@@ -74,6 +74,7 @@ def _is_file(info: dict) -> bool:
 
 
 def _batch(fs, collection: str, root: str, infos: dict[str, dict], include: list[str]) -> pa.RecordBatch:
+    infos = {printable_name(name): info for name, info in infos.items()}
     names = sorted(infos)
     relative = [name[len(root):].lstrip("/") for name in names]
     batch = pa.RecordBatch.from_pydict({
@@ -83,6 +84,17 @@ def _batch(fs, collection: str, root: str, infos: dict[str, dict], include: list
         "mtime": [_mtime(infos[name]) for name in names],
     }, schema=LISTING_SCHEMA)
     return batch.filter(_included(batch.column("relative_path"), include))
+
+
+def printable_name(path: str) -> str:
+    """``path`` as UTF-8 text: a local name that is not UTF-8 (bytes Python keeps as
+    surrogates) shows its undecodable bytes as U+FFFD. It is listed, and the fetch stage
+    fails it with reason ``invalid_name`` instead of one bad name stopping the listing."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def glob_to_regex(glob: str) -> str:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import zipfile
 from pathlib import Path
 
 from tests.conftest import GOLDEN_SOURCES
+from tests.images import png_claiming
 
 SECTIONS = [
     ("Intake", "The intake screen must be cleaned every week. Debris reduces flow by up to 30 percent."),
@@ -63,9 +65,40 @@ def hostile_files(root: Path) -> dict[str, str]:
     outside.mkdir(exist_ok=True)
     (outside / "secret.txt").write_text("A file the symlink reaches outside the source directory.\n")
     (root / "escape.txt").symlink_to(outside / "secret.txt")
+    (root / "huge.txt").write_bytes(b"padding line\n" * (HOSTILE_MAX_BYTES // 13 + 1))
+    (root / os.fsdecode(b"caf\xe9.txt")).write_text("A name that is not UTF-8.\n")
+    encrypted_pdf(root / "locked.pdf")
+    scanned_pdf(root / "scan.pdf")
+    (root / "bomb.png").write_bytes(png_claiming(20_000, 20_000))  # 400 M pixels in a 1 kB file
     return {"truncated.pdf": "corrupt", "empty.txt": "empty", "image.pdf": "corrupt",
             "latin1.txt": "invalid_encoding", "big.pdf": "too_many_pages", "data.bin": "unsupported_type",
-            "deep.html": "nesting_too_deep", "bomb.docx": "decompression_bomb", "escape.txt": "outside_source"}
+            "deep.html": "nesting_too_deep", "bomb.docx": "decompression_bomb", "escape.txt": "outside_source",
+            "huge.txt": "too_large", "caf\ufffd.txt": "invalid_name", "locked.pdf": "encrypted",
+            "scan.pdf": "no_text_layer", "bomb.png": "decompression_bomb"}
+
+
+HOSTILE_MAX_BYTES = 2 << 20  # the parse.max_bytes the hostile batch runs with (huge.txt is past it)
+
+
+def encrypted_pdf(path: Path) -> None:
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path), encrypt="secret")
+    pdf.drawString(72, 720, "A password-protected page.")
+    pdf.save()
+
+
+def scanned_pdf(path: Path) -> None:
+    """A page that is one picture and no text layer, as a scanner makes it."""
+    from PIL import Image, ImageDraw
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    picture = Image.new("RGB", (600, 200), "white")
+    ImageDraw.Draw(picture).text((20, 80), "scanned words without a text layer", fill="black")
+    pdf = canvas.Canvas(str(path))
+    pdf.drawImage(ImageReader(picture), 72, 500, width=450, height=150)
+    pdf.save()
 
 
 def zip_bomb_docx(inflated_mib: int = 64) -> bytes:

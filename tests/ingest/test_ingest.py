@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -12,10 +13,13 @@ from kb_ray.catalog.sql import run_query
 from kb_ray.catalog.verify import verify_catalog
 from kb_ray.ingest.run import run_ingest
 from tests.conftest import GOLDEN_SOURCES
-from tests.ingest.corpus import SECTIONS, hostile_files, make_pdf, small_corpus
+from tests.fs_snapshot import snapshot, written_outside
+from tests.images import label_png
+from tests.ingest.corpus import HOSTILE_MAX_BYTES, SECTIONS, hostile_files, make_pdf, small_corpus
 from tests.ingest.helpers import catalog, ingest_config, log_rows, state
 
 pytestmark = pytest.mark.usefixtures("ray_session")
+HOSTILE_MAX_SECONDS = 60
 
 
 def test_golden_ingest_then_unchanged_reingest(tmp_path):
@@ -112,10 +116,22 @@ def test_a_crash_between_micro_batches_resumes_without_duplicates(tmp_path):
 
 def test_hostile_files_fail_with_reasons_and_good_ones_commit(tmp_path):
     corpus = small_corpus(tmp_path / "src")
+    label_png(corpus / "label.png", "Calibrate the flowmeter yearly")  # an image is a document too
     expected = hostile_files(corpus / "bad")
-    config = ingest_config(tmp_path / "kb", [corpus], "parse.max_pages=5")
+    assert len(set(expected.values())) >= 12  # hostile kinds, one reason code each
+    config = ingest_config(tmp_path / "kb", [corpus], "parse.max_pages=5", f"parse.max_bytes={HOSTILE_MAX_BYTES}",
+                           f"parse.max_seconds={HOSTILE_MAX_SECONDS}")
+    before = snapshot()
     report = run_ingest(config)
-    assert report.documents["failed"] == len(expected) and report.documents["new"] == 4
+    assert written_outside(before, snapshot(), allowed=[tmp_path / "kb", Path.home() / ".cache" / "kb-ray"]) == []
+    assert report.documents["failed"] == len(expected) and report.documents["new"] == 5
+    parsers = {row["mime"]: row["parser"] for row in catalog(tmp_path / "kb").read("versions").to_pylist()
+               if row["status"] == "ok"}
+    assert parsers["image/png"] == "image_ocr"
+    slowest = max(row["total_seconds"] or 0 for row in log_rows(tmp_path / "kb", report.run_id))
+    assert slowest < HOSTILE_MAX_SECONDS  # deep nesting and bombs are refused well inside the time limit
+    assert_searchable(config, {"Replace the shaft seal AF-SK-118 every 4000 hours": "pump.pdf",
+                               "calibrate the flowmeter": "label.png"})
     assert report.status == "failed_documents"
     reasons = {row["uri"].rsplit("/", 1)[-1]: row["error"] for row in log_rows(tmp_path / "kb", report.run_id)
                if row["action"] == "failed"}
@@ -147,29 +163,14 @@ def test_a_different_embedder_is_refused_unless_switching(tmp_path):
     assert report.parses == 0 and report.documents["unchanged"] == 1
 
 
-def test_an_image_is_a_document_found_by_its_recognised_words(tmp_path):
-    from PIL import Image, ImageDraw, ImageFont
-
+def assert_searchable(config, quotes: dict[str, str]) -> None:
+    """Each quote's file is the first hit for it, after an index build over the catalog."""
     from kb_ray.index.build import build_index
-    from kb_ray.search.searcher import HybridSearcher
+    from kb_ray.search import HybridSearcher
 
-    pytest.importorskip("rapidocr")
-    src = tmp_path / "src"
-    src.mkdir()
-    image = Image.new("RGB", (900, 200), "white")
-    ImageDraw.Draw(image).text((40, 60), "Calibrate the flowmeter yearly", fill="black",
-                               font=ImageFont.load_default(size=44))
-    image.save(src / "label.png")
-    (src / "notes.txt").write_text("The pump room is on the ground floor.\n")
-    config = ingest_config(tmp_path / "kb", [src], "index.shards=1")
-    report = run_ingest(config)
-    assert report.documents["new"] == 2 and report.documents["failed"] == 0
-    parsers = {row["mime"]: row["parser"] for row in catalog(tmp_path / "kb").read("versions").to_pylist()}
-    assert parsers == {"image/png": "image_ocr", "text/plain": "plain_text"}
-    build_index(config)
-    top = HybridSearcher.open(config).search("flowmeter", k=2, mode="lexical").hits[0]
-    assert top["uri"].endswith("label.png") and "flowmeter" in top["text"].lower()
-    assert top["regions"][0]["page"] == 1
+    searcher = HybridSearcher.open(config, generation_id=build_index(config).generation_id)
+    for quote, filename in quotes.items():
+        assert searcher.search(quote, k=1).hits[0]["uri"].endswith(filename)
 
 
 def _ready(name: str) -> str:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import io
 import re
-import struct
 import sys
 import time
-import zlib
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
@@ -17,6 +15,7 @@ from kb_ray.parsing.base import ParseLimits
 from kb_ray.parsing.image_ocr import ImageOcrParser
 from kb_ray.parsing.mime import EXTENSION_MIMES, content_mismatch, sniff_mime
 from kb_ray.parsing.router import DEFAULT_ROUTES, DOCLING_PDF_ROUTES, ParserRouter
+from tests.images import png_claiming
 
 pytest.importorskip("rapidocr")
 FONT = ImageFont.load_default(size=44)
@@ -118,15 +117,6 @@ def test_dark_text_on_a_transparent_background_is_read(parser):
 def test_a_blank_image_is_empty(parser):
     result = parser.parse(encoded(Image.new("RGB", (640, 480), "white"), "PNG"), mime="image/png")
     assert result.status == "failed" and result.reason == Reason.EMPTY
-
-
-def png_claiming(width: int, height: int) -> bytes:
-    """A valid-looking 1-bit greyscale PNG header claiming ``width`` x ``height``, with a tiny IDAT."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(bytes(1000))) + chunk(b"IEND", b"")
 
 
 @pytest.mark.parametrize("width, height, said", [(8000, 8000, "parse.max_image_pixels"), (40000, 40000, "Pillow")])

@@ -39,8 +39,9 @@ class FetchStage(Stage):
         reasons = [row["reason"] for row in rows if row["status"] == "failed"]
         counts = {"bytes_read": sum(len(row["data"] or b"") for row in rows),
                   "unreadable": reasons.count(Reason.UNREADABLE.value)}
-        if Reason.OUTSIDE_SOURCE.value in reasons:
-            counts["outside_source"] = reasons.count(Reason.OUTSIDE_SOURCE.value)
+        for reason in (Reason.OUTSIDE_SOURCE, Reason.INVALID_NAME):
+            if reason.value in reasons:
+                counts[reason.value] = reasons.count(reason.value)
         return pa.Table.from_pylist(rows, schema=FETCHED_RECORD), counts
 
     def fetch(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +50,10 @@ class FetchStage(Stage):
         if escape is not None:
             return {**row, "data": None, "status": "failed", "reason": Reason.OUTSIDE_SOURCE.value,
                     "detail": escape, "fetch_seconds": time.perf_counter() - started}
+        if _undecodable_local_name(row["uri"]):
+            return {**row, "data": None, "status": "failed", "reason": Reason.INVALID_NAME.value,
+                    "detail": f"the file name is not UTF-8 (its undecodable bytes are shown as U+FFFD): {row['uri']}; "
+                              "rename it to ingest it", "fetch_seconds": time.perf_counter() - started}
         try:
             with fsspec.open(row["uri"], "rb", **fsspec_options(row["uri"], self.storage_options)) as handle:
                 data = handle.read()
@@ -68,3 +73,9 @@ class FetchStage(Stage):
         if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self.local_roots):
             return None
         return f"{uri} resolves to {real}, outside the source directories (ingest.follow_symlinks allows it)"
+
+
+def _undecodable_local_name(uri: str) -> bool:
+    """A listed local name that was not UTF-8 (see ``listing.printable_name``): its U+FFFD
+    stands for bytes it does not have, so no file of that name exists."""
+    return "\ufffd" in uri and is_local(uri) and not os.path.lexists(local_path(uri))
