@@ -20,28 +20,38 @@ import logging
 import time
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from ray import serve
+from ray.exceptions import RayActorError
 
 from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
+from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
 MAX_BODY_BYTES = 1 << 20  # a request body over 1 MiB is refused with 413 before it is read
 
 
-@api.middleware("http")
-async def refuse_large_bodies(request: Request, call_next: Any) -> Any:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-        return JSONResponse({"detail": f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit"},
-                            status_code=413)
-    return await call_next(request)
+api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+api.add_exception_handler(RequestValidationError, validation_error_response)
 REFRESH_EVERY_S = 1.0
+
+
+async def call_once_more_if_replica_died(method: Any, *args: Any) -> Any:
+    """``await method.remote(*args)``, sent a second time when the replica that took it died
+    (``RayActorError``: killed, OOM, node lost). Serve drops the dead replica from its routing,
+    so the retry lands on a live one, or waits for the restarted one. Only for idempotent calls
+    (embedding, search): a second failure is raised (the client sees a 500)."""
+    try:
+        return await method.remote(*args)
+    except RayActorError as exc:
+        logger.warning("a replica died during a request (%s); sending it once more", type(exc).__name__)
+        return await method.remote(*args)
 
 
 @serve.deployment
@@ -169,13 +179,13 @@ class SearchIngress:
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
         self._check_query_length(request.query)
         needs_vector = request.mode in ("dense", "hybrid", "hybrid+page")
-        vector = await self.embedder.embed.remote(request.query) if needs_vector else None
+        vector = await call_once_more_if_replica_died(self.embedder.embed, request.query) if needs_vector else None
         embed_ms = (time.perf_counter() - started) * 1000
         body = request.model_dump()
         body["k"] = max(request.k, self.config.search.rerank_candidates) if rerank else request.k
         if not 1 <= request.k <= self.config.search.max_k:
             raise HTTPException(400, f"k must be between 1 and {self.config.search.max_k}, got {request.k}")
-        result = await self.searcher.search.remote(body, vector)
+        result = await call_once_more_if_replica_died(self.searcher.search, body, vector)
         if "error" in result:
             raise HTTPException(400, result["error"])
         if rerank:
