@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,8 @@ def golden_catalog(*, kb_root: str | None, workdir: Path, searchers: int) -> KbC
 
 def _row(scenario: str, result: loadtest.LoadResult, **extra: Any) -> dict[str, Any]:
     return {"scenario": scenario, "clients": result.clients, **result.stats().to_dict(),
-            "load_average_1min_after": round(os.getloadavg()[0], 1), **extra}
+            "load_average_1min_after": round(os.getloadavg()[0], 1), **extra,
+            "failures": [asdict(r) for r in result.failures()[:20]]}
 
 
 def _in_background(url: str, bodies: list[dict], clients: int, seconds: float) -> tuple[threading.Thread, dict]:

@@ -40,6 +40,7 @@ MAX_BODY_BYTES = 1 << 20  # a request body over 1 MiB is refused with 413 before
 api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
 api.add_exception_handler(RequestValidationError, validation_error_response)
 REFRESH_EVERY_S = 1.0
+WARM_UP_QUERY = "warm-up query"
 
 
 async def call_once_more_if_replica_died(method: Any, *args: Any) -> Any:
@@ -61,6 +62,7 @@ class QueryEmbedder:
 
         self.embedder = TextEmbedder.from_settings(config.embedding, device=config.serve.embedder_device,
                                                    num_threads=config.search.query_threads)
+        self.embedder.embed_texts([WARM_UP_QUERY])  # the first inference is slow: pay it before taking traffic
 
     def fingerprint(self) -> str:
         return self.embedder.fingerprint
@@ -77,6 +79,16 @@ class ShardSearcher:
 
         self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
         self._checked = time.monotonic()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One hybrid search before the replica is RUNNING: it loads the evidence embedder and
+        reads the hydration gate, which otherwise made a replacement replica's first requests
+        (taken at once, under load) slow enough to time out (benchmarks/results/serve_load.md)."""
+        try:
+            self.searcher.search(WARM_UP_QUERY, k=1, mode="hybrid", rerank=False)
+        except Exception:  # noqa: BLE001 - best effort: a real fault shows on the first request
+            logger.warning("the searcher warm-up search failed", exc_info=True)
 
     def generation(self) -> dict[str, str]:
         manifest = self.searcher.manifest
