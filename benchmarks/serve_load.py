@@ -160,7 +160,8 @@ def markdown(rows: list[dict], *, args: argparse.Namespace) -> str:
              f"{platform.python_version()}, ray {ray.__version__}. **Shared** with other jobs while it ran "
              "(`load avg`: the 1-minute load average at the end of each row): absolute figures are low and noisy; "
              "the steady row is the baseline of the fault rows, measured minutes apart in the same run.", "",
-             f"`benchmarks/serve_load.py --clients {args.clients} --seconds {args.seconds:g}`: golden catalog, "
+             f"`benchmarks/serve_load.py --clients {args.clients} --seconds {args.seconds:g} --searchers {args.searchers}`: "
+             "golden catalog, "
              f"{args.searchers} ShardSearcher replicas, 1 QueryEmbedder, no reranker; mixed `/v1/search` "
              "(hybrid/dense/lexical in turn, every 5th request with a mime filter, k=5). Faults at "
              f"{args.fault_at:g} s. Latency percentiles are over successful requests.", "",
@@ -193,13 +194,14 @@ def main() -> None:
     parser.add_argument("--searchers", type=int, default=2, help="ShardSearcher replicas")
     parser.add_argument("--kb-root", default=None, help="an ingested golden catalog (default: ingest one)")
     parser.add_argument("--port", type=int, default=8795)
+    parser.add_argument("--name", default="serve_load", help="results file stem under benchmarks/results/")
     args = parser.parse_args()
     rows = run(clients=args.clients, seconds=args.seconds, kb_root=args.kb_root, fault_at_s=args.fault_at,
                searchers=args.searchers, port=args.port)
     RESULTS.mkdir(parents=True, exist_ok=True)
     text = markdown(rows, args=args)
-    (RESULTS / "serve_load.md").write_text(text, encoding="utf-8")
-    (RESULTS / "serve_load.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2) + "\n")
+    (RESULTS / f"{args.name}.md").write_text(text, encoding="utf-8")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2) + "\n")
     print(text)
 
 

@@ -53,6 +53,7 @@ def test_eight_clients_of_mixed_modes_get_no_error(service, bodies):
     assert stats.p50_ms is not None and stats.p50_ms <= stats.p95_ms <= stats.p99_ms
 
 
+@pytest.mark.slow  # 20-40 s (until the replacement replica is RUNNING): `make test-cluster` runs it
 def test_a_killed_searcher_replica_fails_at_most_the_requests_in_flight_and_is_replaced(service, bodies):
     """The ingress sends a request once more when its replica dies (to the live replica), so the
     kill costs a request only if its retry fails too: at most the ``CLIENTS`` requests in flight
