@@ -9,7 +9,8 @@
   but requests are not yet batched across callers; a ``@serve.batch`` page-query
   deployment is the next step when page search gets traffic).
 * ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
-* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx; and
+* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx (kb_ray/serving/http_guards.py);
+  a search or embedding whose replica died is sent once more (``call_once_more_if_replica_died``); and
   ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path), logged to the
   ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py).
 """
@@ -34,13 +35,11 @@ from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
-MAX_BODY_BYTES = 1 << 20  # a request body over 1 MiB is refused with 413 before it is read
-
-
-api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
-api.add_exception_handler(RequestValidationError, validation_error_response)
+MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its content-length, or once that much arrived
 REFRESH_EVERY_S = 1.0
 WARM_UP_QUERY = "warm-up query"
+api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+api.add_exception_handler(RequestValidationError, validation_error_response)  # 422 without echoing the input
 
 
 async def call_once_more_if_replica_died(method: Any, *args: Any) -> Any:
