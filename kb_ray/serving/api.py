@@ -4,46 +4,60 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kb_ray.serving.http_guards import lone_surrogate_path
 
 Mode = Literal["hybrid", "dense", "lexical", "page", "hybrid+page"]
+MAX_REQUEST_DOCUMENTS = 16  # /v1/answer: named documents per request
+MAX_REQUEST_DIMENSIONS = 24  # /v1/answer: given compare rows / summary sections (each one is a search)
 
 
-class SearchRequest(BaseModel):
-    """``POST /v1/search`` body. Unknown fields are refused (HTTP 422)."""
+class RequestBody(BaseModel):
+    """A JSON request body: unknown fields are refused (422), and so is any string or key that
+    is not valid Unicode (a lone ``\\ud800`` escape), which nothing downstream could encode."""
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        where = lone_surrogate_path(data)
+        if where is not None:
+            raise ValueError(f"{where} holds a lone UTF-16 surrogate escape (e.g. \\ud800), which is not "
+                             "valid Unicode text; send the text UTF-8 encoded")
+        return data
+
+
+class SearchRequest(RequestBody):
+    """``POST /v1/search`` body. Unknown fields and wrongly typed values (``"k": true``) are refused (HTTP 422)."""
+
     query: str = Field(..., description="the user's question or keywords")
-    k: int = Field(10, description="number of hits, 1..search.max_k")
+    k: int = Field(10, strict=True, description="number of hits, 1..search.max_k")
     mode: Mode = "hybrid"
     filter: dict[str, Any] | None = Field(None, description="closed vocabulary: collection, document_ids, "
                                           "tags_any, tags_all, mime, created_after, created_before, metadata")
     rerank: bool | None = Field(None, description="None: rerank when a reranker is configured")
-    context_chars: int = Field(0, ge=0, description="0: no context; else each chunk hit gets up to this many "
+    context_chars: int = Field(0, ge=0, strict=True, description="0: no context; else each chunk hit gets up to this many "
                                "characters of neighbouring chunks of its section as `context` (ranking unchanged)")
 
 
-class AnswerRequest(BaseModel):
+class AnswerRequest(RequestBody):
     """``POST /v1/answer`` body (docs/answers.md). Unknown fields are refused (HTTP 422); an
     empty query or an unknown mode is HTTP 400."""
-
-    model_config = ConfigDict(extra="forbid")
 
     query: str = Field(..., description="the question (qa), or what to focus on (summary, compare)")
     mode: str = Field("qa", description="qa | summary | compare")
     filter: dict[str, Any] | None = Field(None, description="the /v1/search filter vocabulary")
-    k: int | None = Field(None, description="hits searched, 1..search.max_k (default: answer.k)")
-    documents: list[str] | None = Field(None, description="document ids or titles (summary: one, compare: two+)")
-    dimensions: list[str] | None = Field(None, description="compare: the rows of the table (default: from "
+    k: int | None = Field(None, strict=True, description="hits searched, 1..search.max_k (default: answer.k)")
+    documents: list[str] | None = Field(None, max_length=MAX_REQUEST_DOCUMENTS, description="document ids or titles (summary: one, compare: two+)")
+    dimensions: list[str] | None = Field(None, max_length=MAX_REQUEST_DIMENSIONS, description="compare: the rows of the table (default: from "
                                          "the documents' headings)")
 
 
-class FeedbackRequest(BaseModel):
+class FeedbackRequest(RequestBody):
     """``POST /v1/answers/{id}/feedback`` body: a verdict on a logged answer (docs/answers.md).
     Unknown fields are refused (HTTP 422); an unknown answer id is HTTP 404."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rating: Literal["up", "down", "bad_retrieval"] = Field(..., description="bad_retrieval: the cited passages "
                                                            "were the wrong ones")

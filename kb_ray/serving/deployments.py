@@ -9,7 +9,8 @@
   but requests are not yet batched across callers; a ``@serve.batch`` page-query
   deployment is the next step when page search gets traffic).
 * ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
-* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx; and
+* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx (kb_ray/serving/http_guards.py);
+  a search or embedding whose replica died is sent once more (``call_once_more_if_replica_died``); and
   ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path), logged to the
   ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py).
 """
@@ -20,28 +21,37 @@ import logging
 import time
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from ray import serve
+from ray.exceptions import RayActorError
 
 from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
+from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
-MAX_BODY_BYTES = 1 << 20  # a request body over 1 MiB is refused with 413 before it is read
-
-
-@api.middleware("http")
-async def refuse_large_bodies(request: Request, call_next: Any) -> Any:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-        return JSONResponse({"detail": f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit"},
-                            status_code=413)
-    return await call_next(request)
+MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its content-length, or once that much arrived
 REFRESH_EVERY_S = 1.0
+WARM_UP_QUERY = "warm-up query"
+api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+api.add_exception_handler(RequestValidationError, validation_error_response)  # 422 without echoing the input
+
+
+async def call_once_more_if_replica_died(method: Any, *args: Any) -> Any:
+    """``await method.remote(*args)``, sent a second time when the replica that took it died
+    (``RayActorError``: killed, OOM, node lost). Serve drops the dead replica from its routing,
+    so the retry lands on a live one, or waits for the restarted one. Only for idempotent calls
+    (embedding, search): a second failure is raised (the client sees a 500)."""
+    try:
+        return await method.remote(*args)
+    except RayActorError as exc:
+        logger.warning("a replica died during a request (%s); sending it once more", type(exc).__name__)
+        return await method.remote(*args)
 
 
 @serve.deployment
@@ -51,6 +61,7 @@ class QueryEmbedder:
 
         self.embedder = TextEmbedder.from_settings(config.embedding, device=config.serve.embedder_device,
                                                    num_threads=config.search.query_threads)
+        self.embedder.embed_texts([WARM_UP_QUERY])  # the first inference is slow: pay it before taking traffic
 
     def fingerprint(self) -> str:
         return self.embedder.fingerprint
@@ -67,6 +78,16 @@ class ShardSearcher:
 
         self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
         self._checked = time.monotonic()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One hybrid search before the replica is RUNNING: it loads the evidence embedder and
+        reads the hydration gate, which otherwise made a replacement replica's first requests
+        (taken at once, under load) slow enough to time out (benchmarks/results/serve_load.md)."""
+        try:
+            self.searcher.search(WARM_UP_QUERY, k=1, mode="hybrid", rerank=False)
+        except Exception:  # noqa: BLE001 - best effort: a real fault shows on the first request
+            logger.warning("the searcher warm-up search failed", exc_info=True)
 
     def generation(self) -> dict[str, str]:
         manifest = self.searcher.manifest
@@ -169,13 +190,13 @@ class SearchIngress:
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
         self._check_query_length(request.query)
         needs_vector = request.mode in ("dense", "hybrid", "hybrid+page")
-        vector = await self.embedder.embed.remote(request.query) if needs_vector else None
+        vector = await call_once_more_if_replica_died(self.embedder.embed, request.query) if needs_vector else None
         embed_ms = (time.perf_counter() - started) * 1000
         body = request.model_dump()
         body["k"] = max(request.k, self.config.search.rerank_candidates) if rerank else request.k
         if not 1 <= request.k <= self.config.search.max_k:
             raise HTTPException(400, f"k must be between 1 and {self.config.search.max_k}, got {request.k}")
-        result = await self.searcher.search.remote(body, vector)
+        result = await call_once_more_if_replica_died(self.searcher.search, body, vector)
         if "error" in result:
             raise HTTPException(400, result["error"])
         if rerank:
