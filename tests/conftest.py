@@ -28,8 +28,9 @@ def ray_session():
     Code under test calls ``start_ray``, which reuses an initialized instance."""
     import ray
 
+    from kb_ray.runtime import WORKER_ENV
+
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **TEST_AWS_ENV}})
+        ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {**WORKER_ENV, **TEST_AWS_ENV}})
     yield ray
     ray.shutdown()

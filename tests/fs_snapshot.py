@@ -1,6 +1,8 @@
 """What a test run writes on the filesystem: snapshots of the places a hostile file could
-reach (temporary directories, the home directory, the checkout, /etc), compared before and
-after, so a test can assert nothing was written outside the catalog."""
+reach (the test's own temporary directory with the sources beside the catalog, /var/tmp, the
+home directory, the checkout, /etc), compared before and after, so a test can assert nothing
+was written outside the catalog. /tmp as a whole is not watched: whoever runs the tests (a CI
+runner, a shell) writes its own files there meanwhile."""
 
 from __future__ import annotations
 
@@ -9,17 +11,17 @@ from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
-WATCHED = (Path("/tmp"), Path("/var/tmp"), Path.home(), REPO_ROOT, Path("/etc"))
+WATCHED = (Path("/var/tmp"), Path.home(), REPO_ROOT, Path("/etc"))
 # Trees that only tools write (installers, Ray's own session logs, byte-compiled modules):
-NOT_WATCHED = (REPO_ROOT / ".venv", REPO_ROOT / ".git", Path("/tmp/ray"), *(Path.home() / name for name in (
+NOT_WATCHED = (REPO_ROOT / ".venv", REPO_ROOT / ".git", *(Path.home() / name for name in (
     ".rustup", ".pyenv", ".cargo", ".m2", ".npm")))
 
 
-def snapshot() -> dict[str, tuple[int, int]]:
-    """Every file and directory under the watched places: path -> (mtime_ns, size)."""
+def snapshot(*also: Path) -> dict[str, tuple[int, int]]:
+    """Every file under the watched places and ``also``: path -> (mtime_ns, size)."""
     skip = {str(path) for path in NOT_WATCHED}
     found: dict[str, tuple[int, int]] = {}
-    for root in {str(path) for path in WATCHED if path.is_dir()}:
+    for root in {str(path) for path in (*WATCHED, *also) if path.is_dir()}:
         for folder, dirs, files in os.walk(root):
             dirs[:] = [d for d in dirs if d != "__pycache__" and os.path.join(folder, d) not in skip]
             for name in files:

@@ -121,12 +121,13 @@ def test_hostile_files_fail_with_reasons_and_good_ones_commit(tmp_path):
     assert len(set(expected.values())) >= 12  # hostile kinds, one reason code each
     config = ingest_config(tmp_path / "kb", [corpus], "parse.max_pages=5", f"parse.max_bytes={HOSTILE_MAX_BYTES}",
                            f"parse.max_seconds={HOSTILE_MAX_SECONDS}")
-    before = snapshot()
+    before = snapshot(tmp_path)
     report = run_ingest(config)
-    assert written_outside(before, snapshot(), allowed=[tmp_path / "kb", Path.home() / ".cache" / "kb-ray"]) == []
+    allowed = [tmp_path / "kb", Path.home() / ".cache" / "kb-ray"]  # the catalog; the embedder's export cache
+    assert written_outside(before, snapshot(tmp_path), allowed=allowed) == []
     assert report.documents["failed"] == len(expected) and report.documents["new"] == 5
     parsers = {row["mime"]: row["parser"] for row in catalog(tmp_path / "kb").read("versions").to_pylist()
-               if row["status"] == "ok"}
+               if row["status"] != "failed"}
     assert parsers["image/png"] == "image_ocr"
     slowest = max(row["total_seconds"] or 0 for row in log_rows(tmp_path / "kb", report.run_id))
     assert slowest < HOSTILE_MAX_SECONDS  # deep nesting and bombs are refused well inside the time limit

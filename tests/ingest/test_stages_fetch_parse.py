@@ -67,6 +67,16 @@ def test_parse_gives_payload_or_a_reason_code_and_counts_beside_the_data(tmp_pat
     assert stats.rows_in == stats.rows_out == 3
 
 
+def test_a_document_after_one_that_failed_to_fetch_keeps_its_payload(tmp_path):
+    config, _ = stage_config(tmp_path)
+    notes, _, gone = three_files(tmp_path)
+    fetched, _ = fetch(config, source_table([gone, notes]))  # the failed fetch first: it has no payload columns
+    documents, _ = parse_stage(config).run(fetched)
+    good = next(row for row in documents.to_pylist() if row["key"] == "notes.txt")
+    assert good["status"] == "ok" and from_ipc(good["versions_ipc"]).num_rows == 1
+    assert from_ipc(good["chunks_ipc"]).num_rows == good["n_chunks"] > 0
+
+
 def test_model_parser_failure_falls_back_with_a_structured_fallback_from(tmp_path):
     config, _ = stage_config(tmp_path, "parse.docling.enabled=true",
                              f"parse.docling.artifacts_path={tmp_path / 'no-weights'}")

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
-from kb_ray.ingest.record import DOCUMENT_RECORD, conform_record
+from kb_ray.ingest.record import DOCUMENT_RECORD
 from kb_ray.ingest.rows import to_ipc, version_tables
 from kb_ray.ingest.stages.base import Stage
 from kb_ray.outcomes import Reason, render_error
@@ -61,7 +61,8 @@ class ParseStage(Stage):
         known = known_versions(self.catalog, [row["version_id"] for row in rows if row.get("version_id")])
         out = [self._document(row, known) for row in rows]
         parsed = [row for row in out if row["parsed"]]
-        return conform_record(pa.Table.from_pylist(out), DOCUMENT_RECORD), {
+        # the schema, not the first row, names the columns: a first row that failed to fetch has no payload
+        return pa.Table.from_pylist(out, schema=DOCUMENT_RECORD), {
             "parsed": len(parsed), "parse_failed": sum(1 for row in parsed if row["status"] == "failed"),
             "fallbacks": sum(1 for row in parsed if row["status"] == "ok" and row["fallback_from"]),
             "known_versions": sum(1 for row in out if row["action"] != "unchanged" and not row["parsed"]
