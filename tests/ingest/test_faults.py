@@ -4,12 +4,7 @@ chunks and embeddings, nothing twice — and ``verify --strict`` is OK."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -17,13 +12,19 @@ import pytest
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.verify import verify_catalog
 from kb_ray.ingest.run import run_ingest
-from kb_ray.processes import descendants, start_time
 from tests.conftest import REPO_ROOT
 from tests.ingest.corpus import small_corpus
+from tests.ingest.faults import (
+    EMBED_ACTOR,
+    PARSE_ACTOR,
+    cli_ingest,
+    kill_after_first_batch,
+    kill_processes_titled,
+    wait_until_gone,
+)
 from tests.ingest.helpers import catalog, ingest_config, state
 
 pytestmark = pytest.mark.usefixtures("ray_session")
-PARSE_ACTOR, EMBED_ACTOR = "ray::MapWorker(MapBatches(ParseStage))", "ray::MapWorker(MapBatches(EmbedWriteStage))"
 
 
 def fault_corpus(root: Path) -> Path:
@@ -149,56 +150,11 @@ def test_two_ingests_of_overlapping_sources_at_once_both_complete_with_each_docu
 @pytest.mark.slow
 def test_a_driver_killed_with_sigkill_leaves_no_process_and_the_rerun_resumes(corpus, clean, tmp_path):
     kb = tmp_path / "kb"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "kb_ray.cli", "ingest", "--config", str(REPO_ROOT / "conf" / "local.yaml"),
-         "--source", str(corpus), "--set", f"kb_root={kb}", "--set", "ingest.micro_batch_docs=2",
-         "--set", "ray.parse.batch_size=2"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
-    try:
-        wait_for_line(driver, "files (", timeout_s=300)  # the first micro-batch committed
-        ray_processes = {pid: start_time(pid) for pid in descendants([driver.pid]) if pid != driver.pid}
-        driver.kill()
-        driver.wait(timeout=30)
-    finally:
-        driver.kill()
+    driver = cli_ingest(kb_root=kb, sources=[corpus], config=REPO_ROOT / "conf" / "local.yaml")
+    ray_processes = kill_after_first_batch(driver)
     assert any(pid for pid in ray_processes)  # it had started its own Ray
     survivors = wait_until_gone(ray_processes, timeout_s=30)
     assert survivors == []
     report = run_ingest(ingest_config(kb, [corpus]))
     assert report.documents["unchanged"] > 0  # resumed: what the killed run committed is kept
     assert_like_clean(kb, clean)
-
-
-def kill_processes_titled(*titles: str) -> list[str]:
-    """SIGKILL every process of this test's Ray instance whose title starts with one of
-    ``titles``; the titles killed."""
-    killed = []
-    for pid in descendants([os.getpid()]):
-        try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-        except OSError:
-            continue
-        match = next((t for t in titles if title.startswith(t)), None)
-        if match is not None and pid != os.getpid():
-            os.kill(pid, signal.SIGKILL)
-            killed.append(match)
-    return killed
-
-
-def wait_for_line(process: subprocess.Popen, text: str, *, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    for line in process.stdout:
-        if text in line:
-            return
-        if time.monotonic() > deadline:
-            break
-    pytest.fail(f"the driver never printed {text!r} (exit code {process.poll()})")
-
-
-def wait_until_gone(processes: dict[int, int | None], *, timeout_s: float) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = [pid for pid, started in processes.items() if started is not None and start_time(pid) == started]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.5)
