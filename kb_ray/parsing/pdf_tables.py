@@ -138,26 +138,22 @@ def _page_table(table, origin: Box) -> PageTable:
 def fill_tables(tables: list[PageTable], chars: list[Char], *,
                 join: Callable[[list[str]], str]) -> tuple[list[FilledTable], list[Char]]:
     """Cell texts from the characters inside each table's cells; returns the tables that
-    hold text like a table does and the characters outside them (word breaks kept)."""
-    inside: list[list[Char]] = [[] for _ in tables]
-    outside: list[Char] = []
-    last: list[Char] | None = None
+    hold text like a table does and, in their order, the characters outside them (a word
+    break goes with the character before it)."""
+    owners: list[int | None] = []
     for char in chars:
         if char.text == " ":
-            if last is not None:
-                last.append(char)
+            owners.append(owners[-1] if owners else None)
             continue
         x, y = (char.x0 + char.x1) / 2, (char.top + char.bottom) / 2
-        last = next((inside[i] for i, t in enumerate(tables) if _contains(t.box, x, y)), outside)
-        last.append(char)
-    filled: list[FilledTable] = []
-    for table, table_chars in zip(tables, inside):
-        result = _filled(table, table_chars, join)
-        if result is None:
-            outside += table_chars  # not a table after all: its text stays text
-        else:
-            filled.append(result)
-    return filled, outside
+        owners.append(next((i for i, table in enumerate(tables) if _contains(table.box, x, y)), None))
+    filled: dict[int, FilledTable] = {}
+    for index, table in enumerate(tables):
+        result = _filled(table, [c for c, owner in zip(chars, owners) if owner == index], join)
+        if result is not None:  # else not a table after all: its text stays text
+            filled[index] = result
+    outside = [char for char, owner in zip(chars, owners) if owner not in filled]
+    return list(filled.values()), outside
 
 
 def _filled(table: PageTable, chars: list[Char], join: Callable[[list[str]], str]) -> FilledTable | None:

@@ -132,3 +132,18 @@ def test_spent_time_budget_skips_table_search_with_a_note():
     result = parse(table_pdf(), table_seconds=1e-9)
     assert not [b for b in result.blocks if b.kind == "table"]
     assert any("not searched" in note for note in result.notes)
+
+
+def test_a_grid_with_text_in_few_cells_stays_text_in_its_order():
+    from kb_ray.parsing.pdf_layout import Char
+    from kb_ray.parsing.pdf_tables import PageTable, fill_tables
+    from kb_ray.parsing.pdf_text import join_lines
+
+    cells = [[(x, y, x + 50, y + 20) for x in (100, 150, 200)] for y in (100, 120, 140)]
+    grid = PageTable((100, 100, 250, 160), cells)
+    chars = [Char("a", 10, 10, 15, 20, 18, 10), Char("b", 110, 105, 115, 115, 113, 10), Char("c", 20, 10, 25, 20, 18, 10)]
+    tables, outside = fill_tables([grid], chars, join=join_lines)
+    assert tables == [] and [c.text for c in outside] == ["a", "b", "c"]  # 1 of 9 cells has text
+    full = [Char(t, x + 5, y + 5, x + 10, y + 15, y + 13, 10) for row in cells for t, (x, y, _, _) in zip("xyz", row)]
+    tables, outside = fill_tables([grid], chars[:1] + full, join=join_lines)
+    assert [c.text for c in outside] == ["a"] and tables[0].rows == [["x", "y", "z"]] * 3
