@@ -42,6 +42,8 @@ MAX_PAGE_OBJECTS = 20_000
 """Pages with more page objects (text runs, paths, images) than this are not searched."""
 RULE_THICKNESS = 8.0
 """A path thinner than this (points, stroke included) is a ruling line, else a box."""
+BAND_HEIGHT = 6.0
+"""Vertical rules count as side by side when they cross the same band of this height (points)."""
 MIN_ROWS = 2
 MIN_COLUMNS = 2
 MIN_FILLED_SHARE = 1 / 3
@@ -75,10 +77,11 @@ def search_decision(page) -> Literal["search", "no_grid", "too_many_objects"]:
 
 
 def could_hold_grid(page) -> bool:
-    """Whether a pdfium page draws enough separate rules for a grid of ≥ 2 columns and rows:
-    3 vertical and 2 horizontal rule positions (rectangles count with their edges). Over-
-    approximates, never under: a large many-segment path always qualifies."""
-    xs: list[float] = []
+    """Whether a pdfium page draws rules for a grid of ≥ 2 columns and rows: 2 horizontal
+    rule positions, and 3 vertical rule positions side by side in one band of height
+    (rectangles count with their edges; a boxed code listing has 2). Over-approximates,
+    never under: a large many-segment path always qualifies."""
+    verticals: list[tuple[float, float, float]] = []  # x, bottom, top
     ys: list[float] = []
     for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH]):
         left, bottom, right, top = obj.get_bounds()
@@ -88,13 +91,19 @@ def could_hold_grid(page) -> bool:
         if width < RULE_THICKNESS and height < RULE_THICKNESS:
             continue
         if width < RULE_THICKNESS:
-            xs.append((left + right) / 2)
+            verticals.append(((left + right) / 2, bottom, top))
         elif height < RULE_THICKNESS:
             ys.append((bottom + top) / 2)
         else:
-            xs += [left, right]
+            verticals += [(left, bottom, top), (right, bottom, top)]
             ys += [bottom, top]
-    return _positions(xs) >= MIN_COLUMNS + 1 and _positions(ys) >= MIN_ROWS
+    if _positions(ys) < MIN_ROWS:
+        return False
+    bands: dict[int, set[int]] = {}
+    for x, bottom, top in verticals:
+        for band in range(int(bottom // BAND_HEIGHT), int(top // BAND_HEIGHT) + 1):
+            bands.setdefault(band, set()).add(round(x))
+    return any(len(xs) > MIN_COLUMNS and _positions(list(xs)) > MIN_COLUMNS for xs in bands.values())
 
 
 def _positions(values: list[float], tolerance: float = 3.0) -> int:

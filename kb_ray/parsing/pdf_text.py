@@ -108,7 +108,8 @@ class PdfTextParser(Parser):
             config["table_finder"] = {"pdfplumber": pdfplumber.__version__, "settings": pdf_tables.FINDER_SETTINGS,
                                       "max_page_objects": pdf_tables.MAX_PAGE_OBJECTS,
                                       "min_filled_share": round(pdf_tables.MIN_FILLED_SHARE, 4),
-                                      "rule_thickness": pdf_tables.RULE_THICKNESS, "seconds": self.table_seconds}
+                                      "rule_thickness": pdf_tables.RULE_THICKNESS, "band_height": pdf_tables.BAND_HEIGHT,
+                                      "seconds": self.table_seconds}
         return config
 
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:

@@ -147,3 +147,20 @@ def test_a_grid_with_text_in_few_cells_stays_text_in_its_order():
     full = [Char(t, x + 5, y + 5, x + 10, y + 15, y + 13, 10) for row in cells for t, (x, y, _, _) in zip("xyz", row)]
     tables, outside = fill_tables([grid], chars[:1] + full, join=join_lines)
     assert [c.text for c in outside] == ["a"] and tables[0].rows == [["x", "y", "z"]] * 3
+
+
+def test_only_pages_drawing_a_grid_are_searched():
+    import pypdfium2 as pdfium
+
+    from kb_ray.parsing.pdf_tables import search_decision
+
+    styles = getSampleStyleSheet()
+    code = platypus.Table([["$ make install"], ["$ make check"]], colWidths=[300])
+    code.setStyle(platypus.TableStyle([("GRID", (0, 0), (-1, -1), 0.5, colors.black)]))
+    pages = {"grid": table_pdf(), "code box": build_pdf([code]), "prose": build_pdf([platypus.Paragraph(PROSE, styles["BodyText"])])}
+    decisions = {}
+    for name, data in pages.items():
+        pdf = pdfium.PdfDocument(data)
+        decisions[name] = search_decision(pdf[0])
+        pdf.close()
+    assert decisions == {"grid": "search", "code box": "no_grid", "prose": "no_grid"}
