@@ -70,20 +70,25 @@ class FilledTable:
 
 
 def search_decision(page) -> Literal["search", "no_grid", "too_many_objects"]:
-    """Whether to look for tables on a pdfium page (cheap: no content is interpreted)."""
-    if pdfium_c.FPDFPage_CountObjects(page.raw) > MAX_PAGE_OBJECTS:
-        return "too_many_objects"
-    return "search" if could_hold_grid(page) else "no_grid"
+    """Whether to look for tables on a pdfium page (cheap: no content is interpreted).
+    Objects inside form XObjects count too."""
+    paths = []
+    for count, obj in enumerate(page.get_objects(), start=1):
+        if count > MAX_PAGE_OBJECTS:
+            return "too_many_objects"
+        if obj.type == pdfium_c.FPDF_PAGEOBJ_PATH:
+            paths.append(obj)
+    return "search" if could_hold_grid(paths) else "no_grid"
 
 
-def could_hold_grid(page) -> bool:
-    """Whether a pdfium page draws rules for a grid of ≥ 2 columns and rows: 2 horizontal
+def could_hold_grid(paths: list) -> bool:
+    """Whether pdfium path objects draw rules for a grid of ≥ 2 columns and rows: 2 horizontal
     rule positions, and 3 vertical rule positions side by side in one band of height
     (rectangles count with their edges; a boxed code listing has 2). Over-approximates,
     never under: a large many-segment path always qualifies."""
     verticals: list[tuple[float, float, float]] = []  # x, bottom, top
     ys: list[float] = []
-    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH]):
+    for obj in paths:
         left, bottom, right, top = obj.get_bounds()
         width, height = right - left, top - bottom
         if pdfium_c.FPDFPath_CountSegments(obj.raw) > 5 and width > 30 and height > 10:

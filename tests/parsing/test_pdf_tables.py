@@ -164,3 +164,13 @@ def test_only_pages_drawing_a_grid_are_searched():
         decisions[name] = search_decision(pdf[0])
         pdf.close()
     assert decisions == {"grid": "search", "code box": "no_grid", "prose": "no_grid"}
+
+
+def test_page_over_the_object_limit_is_not_searched_and_named_in_the_notes(monkeypatch):
+    from kb_ray.parsing import pdf_tables
+
+    monkeypatch.setattr(pdf_tables, "MAX_PAGE_OBJECTS", 5)
+    result = parse(table_pdf())
+    assert not [b for b in result.blocks if b.kind == "table"]
+    assert result.notes == ["tables: not searched on pages 1 (over 5 objects)"]
+    assert "KV-25" in " ".join(b.text for b in result.blocks)
