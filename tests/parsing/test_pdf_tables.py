@@ -174,3 +174,13 @@ def test_page_over_the_object_limit_is_not_searched_and_named_in_the_notes(monke
     assert not [b for b in result.blocks if b.kind == "table"]
     assert result.notes == ["tables: not searched on pages 1 (over 5 objects)"]
     assert "KV-25" in " ".join(b.text for b in result.blocks)
+
+
+def test_parse_settings_reach_the_parser_and_its_fingerprint():
+    from kb_ray.config import ParseSettings
+    from kb_ray.processing import build_router
+
+    on = build_router(ParseSettings(isolate=False))
+    off = build_router(ParseSettings(isolate=False, pdf_tables=False, pdf_table_seconds=3))
+    assert on.parser("pdf_text").config()["tables"] is True and off.parser("pdf_text").config()["tables"] is False
+    assert on.fingerprint != off.fingerprint
