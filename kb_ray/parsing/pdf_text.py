@@ -86,7 +86,8 @@ class _Page:
     info: PageInfo
     chars: list[Char]
     images: list[PageImage] = field(default_factory=list)
-    table_search: str = "off"  # pdf_tables.search_decision of the page, or "off"
+    table_search: str = "off"  # the page_rules decision of pdf_tables, or "off"
+    rules: list[dict[str, Any]] = field(default_factory=list)  # its drawn rules when searched
 
 
 class PdfTextParser(Parser):
@@ -107,6 +108,7 @@ class PdfTextParser(Parser):
         if self.tables:
             config["table_finder"] = {"pdfplumber": pdfplumber.__version__, "settings": pdf_tables.FINDER_SETTINGS,
                                       "max_page_objects": pdf_tables.MAX_PAGE_OBJECTS,
+                                      "max_page_edges": pdf_tables.MAX_PAGE_EDGES, "axis_slack": pdf_tables.AXIS_SLACK,
                                       "min_filled_share": round(pdf_tables.MIN_FILLED_SHARE, 4),
                                       "rule_thickness": pdf_tables.RULE_THICKNESS, "band_height": pdf_tables.BAND_HEIGHT,
                                       "seconds": self.table_seconds}
@@ -120,7 +122,7 @@ class PdfTextParser(Parser):
                 f"none of {len(pages)} pages has a text layer (scanned or image-only PDF); "
                 "it needs OCR, which is a later pipeline stage",
             )
-        tables, notes = self._find_tables(data, pages)
+        tables, notes = self._find_tables(pages)
         blocks = layout_blocks([page.info for page in pages], [build_lines(chars) for chars, _ in tables],
                                [page.images for page in pages], [page_tables for _, page_tables in tables])
         title = meta_title or next((b.text for b in blocks if b.kind in ("title", "heading")), None)
@@ -128,10 +130,10 @@ class PdfTextParser(Parser):
         return ParseResult(status="ok", parser=self.name, mime=mime, blocks=blocks,
                            pages=[page.info for page in pages], title=title, images=crops, notes=notes)
 
-    def _find_tables(self, data: bytes, pages: list[_Page]) -> tuple[list[tuple[list[Char], list[FilledTable]]], list[str]]:
+    def _find_tables(self, pages: list[_Page]) -> tuple[list[tuple[list[Char], list[FilledTable]]], list[str]]:
         """Per page, the characters outside tables and the tables; notes on pages not searched."""
-        searched = [index for index, page in enumerate(pages) if page.table_search == "search"]
-        found, notes = pdf_tables.find_tables(data, searched, seconds=self.table_seconds) if searched else ({}, [])
+        rules = {index: page.rules for index, page in enumerate(pages) if page.table_search == "search"}
+        found, notes = pdf_tables.find_tables(rules, seconds=self.table_seconds)
         crowded = [str(index + 1) for index, page in enumerate(pages) if page.table_search == "too_many_objects"]
         if crowded:
             notes.append(f"tables: not searched on pages {', '.join(crowded)} (over {pdf_tables.MAX_PAGE_OBJECTS} objects)")
@@ -188,8 +190,8 @@ def _metadata_title(pdf: pdfium.PdfDocument) -> str | None:
 def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None, tables: bool = False) -> _Page:
     page = pdf[index]
     try:
-        table_search = pdf_tables.search_decision(page) if tables and page.get_rotation() % 360 == 0 else "off"
         width, height, to_display = _display_transform(page)
+        table_search, rules = pdf_tables.page_rules(page, to_display) if tables else ("off", [])
         textpage = page.get_textpage()
         try:
             chars = _page_chars(textpage.raw, to_display)
@@ -202,7 +204,7 @@ def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None, tables
         page.close()
     has_text = any(char.text != " " for char in chars)  # images alone are no text layer
     info = PageInfo(page_no=index + 1, width=width, height=height, has_text_layer=has_text)
-    return _Page(info, chars, images, table_search)
+    return _Page(info, chars, images, table_search, rules)
 
 
 def _display_transform(page: pdfium.PdfPage) -> tuple[float, float, Callable]:

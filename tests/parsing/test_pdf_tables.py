@@ -149,10 +149,11 @@ def test_a_grid_with_text_in_few_cells_stays_text_in_its_order():
     assert [c.text for c in outside] == ["a"] and tables[0].rows == [["x", "y", "z"]] * 3
 
 
-def test_only_pages_drawing_a_grid_are_searched():
+def test_only_pages_drawing_a_grid_are_searched_and_rules_are_in_display_points():
     import pypdfium2 as pdfium
 
-    from kb_ray.parsing.pdf_tables import search_decision
+    from kb_ray.parsing.pdf_tables import page_rules
+    from kb_ray.parsing.pdf_text import _display_transform
 
     styles = getSampleStyleSheet()
     code = platypus.Table([["$ make install"], ["$ make check"]], colWidths=[300])
@@ -161,7 +162,11 @@ def test_only_pages_drawing_a_grid_are_searched():
     decisions = {}
     for name, data in pages.items():
         pdf = pdfium.PdfDocument(data)
-        decisions[name] = search_decision(pdf[0])
+        decisions[name], rules = page_rules(pdf[0], _display_transform(pdf[0])[2])
+        if name == "grid":  # 5 vertical rules from the table's left edge, top-left origin like the characters
+            xs = sorted({round(e["x0"]) for e in rules if e["orientation"] == "v"})
+            assert xs == [round(MARGIN + 6 + sum(COL_WIDTHS[:n])) for n in range(5)]  # + the frame's 6 pt padding
+            assert all(0 < e["top"] < A4[1] / 2 for e in rules)  # near the top of the page, not the bottom
         pdf.close()
     assert decisions == {"grid": "search", "code box": "no_grid", "prose": "no_grid"}
 
