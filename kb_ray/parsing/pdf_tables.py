@@ -26,7 +26,6 @@ All boxes here are page points with a top-left origin (the display space of
 from __future__ import annotations
 
 import ctypes
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
@@ -36,13 +35,13 @@ from pdfplumber.table import TableFinder
 
 from kb_ray.parsing.pdf_layout import Char, build_lines
 
-logger = logging.getLogger(__name__)
-
 FINDER_SETTINGS = {"vertical_strategy": "explicit", "horizontal_strategy": "explicit",
                    "snap_tolerance": 3, "join_tolerance": 3, "intersection_tolerance": 3, "edge_min_length": 3}
 """pdfplumber ``table_settings`` (its defaults but the strategy): the rules come from pdfium."""
 MAX_PAGE_OBJECTS = 20_000
 """Pages with more page objects (text runs, paths, images) than this are not searched."""
+MAX_PAGE_SEGMENTS = 50_000
+"""Pages whose paths have more pieces than this are not searched (a plot, a map)."""
 MAX_PAGE_EDGES = 5_000
 """Pages drawing more rules than this are not searched (intersecting them is quadratic)."""
 AXIS_SLACK = 0.01
@@ -85,6 +84,8 @@ def page_rules(page, to_display: Callable) -> tuple[Literal["search", "no_grid",
             return "too_many_objects", []
         if obj.type == pdfium_c.FPDF_PAGEOBJ_PATH:
             paths.append(obj)
+    if sum(pdfium_c.FPDFPath_CountSegments(obj.raw) for obj in paths) > MAX_PAGE_SEGMENTS:
+        return "too_many_objects", []
     if not could_hold_grid(paths):
         return "no_grid", []
     return "search", page_edges(paths, to_display)

@@ -108,7 +108,8 @@ class PdfTextParser(Parser):
         if self.tables:
             config["table_finder"] = {"pdfplumber": pdfplumber.__version__, "settings": pdf_tables.FINDER_SETTINGS,
                                       "max_page_objects": pdf_tables.MAX_PAGE_OBJECTS,
-                                      "max_page_edges": pdf_tables.MAX_PAGE_EDGES, "axis_slack": pdf_tables.AXIS_SLACK,
+                                      "max_page_edges": pdf_tables.MAX_PAGE_EDGES,
+                                      "max_page_segments": pdf_tables.MAX_PAGE_SEGMENTS, "axis_slack": pdf_tables.AXIS_SLACK,
                                       "min_filled_share": round(pdf_tables.MIN_FILLED_SHARE, 4),
                                       "rule_thickness": pdf_tables.RULE_THICKNESS, "band_height": pdf_tables.BAND_HEIGHT,
                                       "seconds": self.table_seconds}
@@ -136,7 +137,8 @@ class PdfTextParser(Parser):
         found, notes = pdf_tables.find_tables(rules, seconds=self.table_seconds)
         crowded = [str(index + 1) for index, page in enumerate(pages) if page.table_search == "too_many_objects"]
         if crowded:
-            notes.append(f"tables: not searched on pages {', '.join(crowded)} (over {pdf_tables.MAX_PAGE_OBJECTS} objects)")
+            notes.append(f"tables: not searched on pages {', '.join(crowded)} (over {pdf_tables.MAX_PAGE_OBJECTS} "
+                         f"objects or {pdf_tables.MAX_PAGE_SEGMENTS} path pieces)")
         out = []
         for index, page in enumerate(pages):
             filled, outside = pdf_tables.fill_tables(found.get(index, []), page.chars, join=join_lines)
