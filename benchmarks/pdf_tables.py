@@ -110,7 +110,7 @@ def golden_check(row: dict) -> list[str]:
 
 
 def report(rows: list[dict], repeat: int) -> str:
-    out = [f"# PDF ruled tables (PdfTextParser, pdfplumber {pdfplumber.__version__} lines strategy)", "",
+    out = [f"# PDF ruled tables (PdfTextParser: pdfium rules through pdfplumber {pdfplumber.__version__} TableFinder)", "",
            f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {machine()}; the machine was shared "
            f"with other jobs, so compare the on/off columns (interleaved runs, median of {repeat}), not absolute times.",
            "", "## Cost", "",
