@@ -148,7 +148,7 @@ def page_edges(paths: list, to_display: Callable) -> list[dict[str, Any]]:
             point = _placed(x.value, y.value, matrices, to_display)
             if pdfium_c.FPDFPathSegment_GetType(segment) == pdfium_c.FPDF_SEGMENT_MOVETO or current is None:
                 start = point
-            else:  # a Bézier piece counts by its end points, as pdfplumber's curve edges do
+            else:  # a Bézier piece counts by its end points
                 _add_edge(edges, current, point)
             current = point
             if pdfium_c.FPDFPathSegment_GetClose(segment):
@@ -173,7 +173,7 @@ def _add_edge(edges: list[dict[str, Any]], a: tuple[float, float], b: tuple[floa
                       "top": ay, "bottom": ay, "width": abs(ax - bx), "height": 0.0})
 
 
-def find_tables(page_rules: dict[int, list[dict[str, Any]]], *,
+def find_tables(rules: dict[int, list[dict[str, Any]]], *,
                 seconds: float) -> tuple[dict[int, list[PageTable]], list[str]]:
     """Tables from each page's rules (0-based page -> :func:`page_edges`), and notes on pages
     left out for cost."""
@@ -181,9 +181,9 @@ def find_tables(page_rules: dict[int, list[dict[str, Any]]], *,
     notes: list[str] = []
     deadline = time.monotonic() + seconds
     crowded = []
-    for position, (index, edges) in enumerate(sorted(page_rules.items())):
+    for position, (index, edges) in enumerate(sorted(rules.items())):
         if time.monotonic() > deadline:
-            notes.append(f"tables: not searched on {len(page_rules) - position} pages past the {seconds:g} s budget")
+            notes.append(f"tables: not searched on {len(rules) - position} pages past the {seconds:g} s budget")
             break
         if len(edges) > MAX_PAGE_EDGES:
             crowded.append(str(index + 1))
