@@ -59,6 +59,8 @@ class ParseSettings(_Settings):
     routes: dict[str, list[str]] | None = None  # MIME type → parser names, tried in order
     figure_crops: bool = True  # figures keep a PNG crop in the blob store (captioning reads it)
     figure_crop_dpi: int = Field(144, ge=36, le=600)
+    pdf_tables: bool = True  # pdf_text: ruled tables become table blocks (pdfplumber's lines strategy)
+    pdf_table_seconds: float = Field(30.0, gt=0)  # pdf_text: per document, then the rest is not searched
     docling: DoclingPdfSettings = DoclingPdfSettings()
 
 

@@ -49,7 +49,8 @@ def build_router(settings: ParseSettings) -> ParserRouter:
                          max_memory_bytes=memory, max_nesting=settings.max_nesting,
                          max_image_pixels=settings.max_image_pixels)
     routes = settings.routes or (DOCLING_PDF_ROUTES if settings.docling.enabled else DEFAULT_ROUTES)
-    options = {"pdf_text": {"figure_crops": settings.figure_crops, "crop_dpi": settings.figure_crop_dpi},
+    options = {"pdf_text": {"figure_crops": settings.figure_crops, "crop_dpi": settings.figure_crop_dpi,
+                            "tables": settings.pdf_tables, "table_seconds": settings.pdf_table_seconds},
                "docling_pdf": {"settings": settings.docling}}
     return ParserRouter(routes=routes, limits=limits, parser_options=options, isolate=settings.isolate)
 

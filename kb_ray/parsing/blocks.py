@@ -117,3 +117,9 @@ def normalize_bbox(
     nx0, nx1 = sorted((clamp(x0 / width), clamp(x1 / width)))
     ny0, ny1 = sorted((clamp(top / height), clamp(bottom / height)))
     return (nx0, ny0, nx1, ny1)
+
+
+def render_rows(rows: list[list[str]]) -> str:
+    """Plain rendering of a table (a table block's ``text``): cells joined by " | ", rows by newlines."""
+    lines = (" | ".join(row) for row in rows)
+    return "\n".join(line for line in lines if line.replace("|", "").strip())

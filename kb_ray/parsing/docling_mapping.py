@@ -38,7 +38,7 @@ from docling_core.types.doc import (
     TitleItem,
 )
 
-from kb_ray.parsing.blocks import BBox, Block, normalize_bbox
+from kb_ray.parsing.blocks import BBox, Block, normalize_bbox, render_rows  # noqa: F401  (render_rows: also imported from here)
 
 _LAYERS = frozenset({ContentLayer.BODY, ContentLayer.FURNITURE})
 _LIST_GROUPS = frozenset({GroupLabel.LIST, GroupLabel.ORDERED_LIST})
@@ -317,12 +317,6 @@ def _header_rows(table: TableItem) -> int:
 def _code_attrs(item: CodeItem) -> dict[str, Any]:
     language = getattr(item.code_language, "value", None)
     return {"language": language} if language and language.lower() != "unknown" else {}
-
-
-def render_rows(rows: list[list[str]]) -> str:
-    """Plain rendering of a table: cells joined by " | ", rows by newlines."""
-    lines = (" | ".join(row) for row in rows)
-    return "\n".join(line for line in lines if line.replace("|", "").strip())
 
 
 def item_regions(doc: DoclingDocument, item: NodeItem) -> list[tuple[int, BBox | None]]:

@@ -11,8 +11,9 @@ they hold across documents:
 * consecutive lines of a flow join into one block while the baseline pitch stays within
   the document's usual line pitch, the font size class and boldness stay the same and
   the lines overlap horizontally;
-* an embedded image is a *figure line* (``Line.figure`` set): it takes part in reading
-  order by its top edge within its column but never joins text;
+* an embedded image is a *figure line* (``Line.figure`` set) and a ruled table found by
+  :mod:`kb_ray.parsing.pdf_tables` a *table line* (``Line.table`` set): each takes part in
+  reading order by its top edge within its column but never joins text;
 * a paragraph continues across a page or column break when it does not end a sentence
   and the next one starts in lowercase, or it is prose whose last line runs to within
   ``FULL_LINE_SLACK`` of the column width from the column's right edge.
@@ -34,6 +35,7 @@ GUTTER_CROSSING_SHARE = 0.05
 FURNITURE_ZONE = 0.08
 FULL_LINE_SLACK = 0.12
 FIGURE_TEXT = "[figure]"
+TABLE_TEXT = "[table]"
 
 LIST_MARKER = re.compile(r"^(?P<marker>[•\-–—*▪◦●■‣·]|\(?\d{1,3}[.)]|\(?[a-z][.)])\s+(?=\S)")
 CAPTION_START = re.compile(r"^(?:figure|fig\.|table)\s*\d+[a-z]?(?:\.\d+)*\s*(?:[.:|—–-]|$)", re.I)
@@ -70,6 +72,12 @@ class Line:
     bold: bool = False
     cells: int = 1  # > 1: segments of a table-like row joined by merge_row_segments
     figure: int | None = None  # set: a placeholder for the page's image with this index
+    table: int | None = None  # set: a placeholder for the page's table with this index
+
+    @property
+    def placeholder(self) -> bool:
+        """A stand-in for an image or a table, not text."""
+        return self.figure is not None or self.table is not None
 
     @property
     def width(self) -> float:
@@ -81,6 +89,12 @@ def figure_line(index: int, box: tuple[float, float, float, float]) -> Line:
     after text above the image and before text below it."""
     x0, top, x1, bottom = box
     return Line(FIGURE_TEXT, x0, top, x1, bottom, baseline=top, size=0.0, figure=index)
+
+
+def table_line(index: int, box: tuple[float, float, float, float]) -> Line:
+    """A placeholder line for a table, placed in reading order like a figure line."""
+    x0, top, x1, bottom = box
+    return Line(TABLE_TEXT, x0, top, x1, bottom, baseline=top, size=0.0, table=index)
 
 
 @dataclass
@@ -101,6 +115,14 @@ class LineGroup:
     @property
     def figure(self) -> int | None:
         return self.lines[0].figure
+
+    @property
+    def table(self) -> int | None:
+        return self.lines[0].table
+
+    @property
+    def placeholder(self) -> bool:
+        return self.lines[0].placeholder
 
     @property
     def box(self) -> tuple[float, float, float, float]:
@@ -211,7 +233,7 @@ def _zone(line: Line, height: float) -> str:
 def reading_order(lines: list[Line], depth: int = 0) -> list[list[Line]]:
     """Split lines into flows (column pieces and full-width runs) in reading order;
     figure lines follow the column they sit in but take no part in finding gutters."""
-    gutter = find_gutter([l for l in lines if l.figure is None]) if depth < 3 else None
+    gutter = find_gutter([l for l in lines if not l.placeholder]) if depth < 3 else None
     if gutter is None:
         return [merge_row_segments(lines)] if lines else []
     left_edge, right_edge = gutter
@@ -290,7 +312,7 @@ def merge_row_segments(lines: list[Line]) -> list[Line]:
     merged: list[Line] = []
     for line in sorted(lines, key=lambda l: (round(l.baseline), l.x0)):
         prev = merged[-1] if merged else None
-        text_pair = prev is not None and prev.figure is None and line.figure is None
+        text_pair = prev is not None and not prev.placeholder and not line.placeholder
         if prev and text_pair and abs(line.baseline - prev.baseline) <= 0.3 * prev.size and line.x0 >= prev.x1:
             merged[-1] = Line(
                 text=f"{prev.text} {line.text}", x0=prev.x0, top=min(prev.top, line.top),
@@ -310,7 +332,7 @@ def typical_pitch(flows: list[list[Line]]) -> float:
     ratios = sorted(
         (b.baseline - a.baseline) / a.size
         for flow in flows for a, b in zip(flow, flow[1:])
-        if a.figure is None and b.figure is None and same_size_class(a.size, b.size)
+        if not a.placeholder and not b.placeholder and same_size_class(a.size, b.size)
         and 0.9 <= (b.baseline - a.baseline) / a.size <= 3.0
     )
     if not ratios:
@@ -319,10 +341,10 @@ def typical_pitch(flows: list[list[Line]]) -> float:
 
 
 def group_blocks(flow: list[Line], pitch: float) -> list[LineGroup]:
-    """Join consecutive lines of one flow into blocks; a figure line is a block of its own."""
+    """Join consecutive lines of one flow into blocks; a figure or table line is a block of its own."""
     groups: list[LineGroup] = []
     for line in flow:
-        if line.figure is not None:
+        if line.placeholder:
             groups.append(LineGroup([line]))
             continue
         marker = LIST_MARKER.match(line.text)
@@ -336,7 +358,7 @@ def group_blocks(flow: list[Line], pitch: float) -> list[LineGroup]:
 
 def _joins(group: LineGroup, line: Line, pitch: float) -> bool:
     prev = group.lines[-1]
-    if prev.figure is not None:
+    if prev.placeholder:
         return False
     if not same_size_class(prev.size, line.size) or prev.bold != line.bold:
         return False
@@ -351,7 +373,7 @@ def _joins(group: LineGroup, line: Line, pitch: float) -> bool:
 
 def text_edge(flow: list[Line]) -> float:
     """The right edge of a flow's running text (table rows and figures left out)."""
-    return max((l.x1 for l in flow if l.figure is None and l.cells == 1), default=0.0)
+    return max((l.x1 for l in flow if not l.placeholder and l.cells == 1), default=0.0)
 
 
 def runs_to_edge(group: LineGroup, edge: float) -> bool:

@@ -3,7 +3,10 @@
 Embedded images larger than ``FIGURE_MIN_AREA`` of the page become ``figure`` blocks
 (vector drawings do not), each with a PNG crop of its page region rendered at
 ``crop_dpi`` (``ParseResult.images``, named by ``attrs["crop_sha"]``); a paragraph cut by a page or column break is joined back into
-one block whose ``extra_regions`` hold the continuation's place.
+one block whose ``extra_regions`` hold the continuation's place. Ruled tables become
+``table`` blocks (``attrs["rows"]``, ``attrs["header_rows"]``, the box of the drawn grid)
+when ``tables`` is on; the characters inside a table are its cells and nothing else
+(:mod:`kb_ray.parsing.pdf_tables`).
 
 pdfium is not thread-safe (two threads opening pages at once crashed the process), so
 every pdfium call runs under one process-wide lock and every page, text page and
@@ -25,12 +28,14 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
+import pdfplumber
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from kb_ray.errors import ParseError
+from kb_ray.parsing import pdf_tables
 from kb_ray.parsing.base import ParseLimits, Parser
-from kb_ray.parsing.blocks import FURNITURE_KINDS, Block, PageInfo, ParseResult, normalize_bbox
+from kb_ray.parsing.blocks import FURNITURE_KINDS, Block, PageInfo, ParseResult, normalize_bbox, render_rows
 from kb_ray.parsing.pdf_layout import (
     CAPTION_START,
     LIST_MARKER,
@@ -45,9 +50,11 @@ from kb_ray.parsing.pdf_layout import (
     reading_order,
     runs_to_edge,
     same_size_class,
+    table_line,
     text_edge,
     typical_pitch,
 )
+from kb_ray.parsing.pdf_tables import FilledTable
 
 PDFIUM_LOCK = threading.Lock()
 """Guards every pdfium call in this process."""
@@ -79,45 +86,76 @@ class _Page:
     info: PageInfo
     chars: list[Char]
     images: list[PageImage] = field(default_factory=list)
+    table_search: str = "off"  # the page_rules decision of pdf_tables, or "off"
+    rules: list[dict[str, Any]] = field(default_factory=list)  # its drawn rules when searched
 
 
 class PdfTextParser(Parser):
     """Reads the text layer of born-digital PDFs; scanned pages need OCR later."""
 
     name = "pdf_text"
-    version = "3"  # 2: continuations joined across page/column breaks; images become figures; 3: line boxes
+    version = "4"  # 2: continuations joined across page/column breaks; images become figures; 3: line boxes; 4: tables
     mimes = frozenset({"application/pdf"})
 
-    def __init__(self, *, figure_crops: bool = True, crop_dpi: int = 144) -> None:
+    def __init__(self, *, figure_crops: bool = True, crop_dpi: int = 144, tables: bool = True,
+                 table_seconds: float = 30.0) -> None:
         self.crop_dpi = crop_dpi if figure_crops else None
+        self.tables = tables
+        self.table_seconds = table_seconds
 
     def config(self) -> dict[str, Any]:
-        return {"crop_dpi": self.crop_dpi}
+        config: dict[str, Any] = {"crop_dpi": self.crop_dpi, "tables": self.tables}
+        if self.tables:
+            config["table_finder"] = {"pdfplumber": pdfplumber.__version__, "settings": pdf_tables.FINDER_SETTINGS,
+                                      "max_page_objects": pdf_tables.MAX_PAGE_OBJECTS,
+                                      "max_page_edges": pdf_tables.MAX_PAGE_EDGES,
+                                      "max_page_segments": pdf_tables.MAX_PAGE_SEGMENTS, "axis_slack": pdf_tables.AXIS_SLACK,
+                                      "min_filled_share": round(pdf_tables.MIN_FILLED_SHARE, 4),
+                                      "rule_thickness": pdf_tables.RULE_THICKNESS, "band_height": pdf_tables.BAND_HEIGHT,
+                                      "seconds": self.table_seconds}
+        return config
 
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
-        meta_title, pages = extract_pages(data, max_pages=limits.max_pages, crop_dpi=self.crop_dpi)
+        meta_title, pages = extract_pages(data, max_pages=limits.max_pages, crop_dpi=self.crop_dpi, tables=self.tables)
         if not any(page.info.has_text_layer for page in pages):
             raise ParseError(
                 "no_text_layer",
                 f"none of {len(pages)} pages has a text layer (scanned or image-only PDF); "
                 "it needs OCR, which is a later pipeline stage",
             )
-        blocks = layout_blocks([page.info for page in pages], [build_lines(p.chars) for p in pages],
-                               [page.images for page in pages])
+        tables, notes = self._find_tables(pages)
+        blocks = layout_blocks([page.info for page in pages], [build_lines(chars) for chars, _ in tables],
+                               [page.images for page in pages], [page_tables for _, page_tables in tables])
         title = meta_title or next((b.text for b in blocks if b.kind in ("title", "heading")), None)
         crops = {image.attrs["crop_sha"]: image.crop for page in pages for image in page.images if image.crop}
         return ParseResult(status="ok", parser=self.name, mime=mime, blocks=blocks,
-                           pages=[page.info for page in pages], title=title, images=crops)
+                           pages=[page.info for page in pages], title=title, images=crops, notes=notes)
+
+    def _find_tables(self, pages: list[_Page]) -> tuple[list[tuple[list[Char], list[FilledTable]]], list[str]]:
+        """Per page, the characters outside tables and the tables; notes on pages not searched."""
+        rules = {index: page.rules for index, page in enumerate(pages) if page.table_search == "search"}
+        found, notes = pdf_tables.find_tables(rules, seconds=self.table_seconds)
+        crowded = [str(index + 1) for index, page in enumerate(pages) if page.table_search == "too_many_objects"]
+        if crowded:
+            notes.append(f"tables: not searched on pages {', '.join(crowded)} (over {pdf_tables.MAX_PAGE_OBJECTS} "
+                         f"objects or {pdf_tables.MAX_PAGE_SEGMENTS} path pieces)")
+        out = []
+        for index, page in enumerate(pages):
+            filled, outside = pdf_tables.fill_tables(found.get(index, []), page.chars, join=join_lines)
+            out.append((outside, filled))
+        return out, notes
 
 
 # -- pdfium access (always under PDFIUM_LOCK) -----------------------------------------
 
 
-def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None) -> tuple[str | None, list[_Page]]:
+def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None,
+                  tables: bool = False) -> tuple[str | None, list[_Page]]:
     """Open the PDF and read every page's characters (and, with ``crop_dpi``, render a crop
-    of every figure); raises ParseError for bad input."""
+    of every figure; with ``tables``, decide whether to search the page for tables); raises
+    ParseError for bad input."""
     with opened_pdf(data, max_pages=max_pages) as pdf:
-        return _metadata_title(pdf), [_read_page(pdf, index, crop_dpi) for index in range(len(pdf))]
+        return _metadata_title(pdf), [_read_page(pdf, index, crop_dpi, tables) for index in range(len(pdf))]
 
 
 @contextlib.contextmanager
@@ -151,10 +189,11 @@ def _metadata_title(pdf: pdfium.PdfDocument) -> str | None:
     return None if title.lower() in _PLACEHOLDER_TITLES else title
 
 
-def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None) -> _Page:
+def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None, tables: bool = False) -> _Page:
     page = pdf[index]
     try:
         width, height, to_display = _display_transform(page)
+        table_search, rules = pdf_tables.page_rules(page, to_display) if tables else ("off", [])
         textpage = page.get_textpage()
         try:
             chars = _page_chars(textpage.raw, to_display)
@@ -166,7 +205,8 @@ def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None) -> _Pa
     finally:
         page.close()
     has_text = any(char.text != " " for char in chars)  # images alone are no text layer
-    return _Page(PageInfo(page_no=index + 1, width=width, height=height, has_text_layer=has_text), chars, images)
+    info = PageInfo(page_no=index + 1, width=width, height=height, has_text_layer=has_text)
+    return _Page(info, chars, images, table_search, rules)
 
 
 def _display_transform(page: pdfium.PdfPage) -> tuple[float, float, Callable]:
@@ -334,22 +374,26 @@ class _FlowGroup:
 
 
 def layout_blocks(infos: list[PageInfo], page_lines: list[list[Line]],
-                  page_images: list[list[PageImage]] | None = None) -> list[Block]:
-    """Furniture, reading order, grouping, classification and continuations for a document."""
+                  page_images: list[list[PageImage]] | None = None,
+                  page_tables: list[list[FilledTable]] | None = None) -> list[Block]:
+    """Furniture, reading order, grouping, classification and continuations for a document;
+    ``page_lines`` are the lines outside ``page_tables``."""
     images = page_images or [[] for _ in infos]
+    tables = page_tables or [[] for _ in infos]
     furniture = find_furniture(page_lines, [info.height for info in infos])
     flows = [reading_order([l for i, l in enumerate(lines) if i not in marks]
-                           + [figure_line(n, image.box) for n, image in enumerate(page_imgs)])
-             for lines, marks, page_imgs in zip(page_lines, furniture, images)]
+                           + [figure_line(n, image.box) for n, image in enumerate(page_imgs)]
+                           + [table_line(n, table.box) for n, table in enumerate(page_tbls)])
+             for lines, marks, page_imgs, page_tbls in zip(page_lines, furniture, images, tables)]
     pitch = typical_pitch([flow for page in flows for flow in page])
     groups = [[_FlowGroup(n, g, text_edge(flow)) for n, flow in enumerate(page) for g in group_blocks(flow, pitch)]
               for page in flows]
-    stats = font_stats([[fg.group for fg in page if fg.group.figure is None] for page in groups])
+    stats = font_stats([[fg.group for fg in page if not fg.group.placeholder] for page in groups])
     placed: list[_Placed] = []
-    for info, lines, marks, page_groups, page_imgs in zip(infos, page_lines, furniture, groups, images):
+    for info, lines, marks, page_groups, page_imgs, page_tbls in zip(infos, page_lines, furniture, groups, images, tables):
         marked = sorted(((lines[i], kind) for i, kind in marks.items()), key=lambda m: (m[0].top, m[0].x0))
         placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_header"]
-        placed += _body_blocks(page_groups, stats, info, page_imgs)
+        placed += _body_blocks(page_groups, stats, info, page_imgs, page_tbls)
         placed += [_Placed(_furniture_block(line, kind, info)) for line, kind in marked if kind == "page_footer"]
     return [with_line_spans(block) for block in join_continuations([item for item in placed if item.block.text])]
 
@@ -389,14 +433,15 @@ def _heading_shaped(group: LineGroup) -> bool:
 
 
 def _body_blocks(groups: list[_FlowGroup], stats: _FontStats, info: PageInfo,
-                 images: list[PageImage]) -> list[_Placed]:
+                 images: list[PageImage], tables: list[FilledTable]) -> list[_Placed]:
     placed: list[_Placed] = []
     list_x: list[float] = []
     for flow_group in groups:
         group = flow_group.group
-        if group.figure is not None:
+        if group.placeholder:
             list_x.clear()
-            placed.append(_Placed(_figure_block(group, info, images)))
+            block = _figure_block(group, info, images) if group.figure is not None else _table_block(group, info, tables)
+            placed.append(_Placed(block))
             continue
         text = join_lines([line.text for line in group.lines])
         kind, level = _classify(group, text, stats)
@@ -419,6 +464,13 @@ def _figure_block(group: LineGroup, info: PageInfo, images: list[PageImage]) -> 
     """A figure placeholder; a "Figure N" caption right after it attaches in structure building."""
     attrs = dict(images[group.figure].attrs)  # type: ignore[index]
     return Block(kind="figure", text=group.lines[0].text, page=info.page_no, bbox=_bbox(group.box, info), attrs=attrs)
+
+
+def _table_block(group: LineGroup, info: PageInfo, tables: list[FilledTable]) -> Block:
+    """A ruled table: its rows as cells; a "Table N" caption next to it attaches in structure building."""
+    table = tables[group.table]  # type: ignore[index]
+    attrs = {"rows": table.rows, "header_rows": table.header_rows}
+    return Block(kind="table", text=render_rows(table.rows), page=info.page_no, bbox=_bbox(table.box, info), attrs=attrs)
 
 
 def join_continuations(placed: list[_Placed]) -> list[Block]:

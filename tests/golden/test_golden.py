@@ -270,13 +270,16 @@ def test_paragraph_continues_across_page_break(name, words, golden_version):
     assert element.pages == [1, 2] and [region.page for region in element.regions] == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason="PdfTextParser has no table detection: the ruled table in manual.pdf comes out "
-                                       "as one paragraph per row and its caption attaches to nothing")
-def test_pdf_ruled_table_is_a_table_with_its_caption(golden_version):
-    elements = golden_version("manual.pdf").elements
+@pytest.mark.parametrize("name, first_row", [
+    ("manual.pdf", ["AF-220S", "1.5", "12", "32", "38"]),
+    ("long_report.pdf", ["A Coastal", "58", "1,040", "31", "28%"]),
+])
+def test_pdf_ruled_table_is_a_table_with_its_caption(name, first_row, golden_version):
+    elements = golden_version(name).elements
     table = next(e for e in elements if e.kind == "table")
-    caption = next(e for e in elements if e.kind == "caption")
+    caption = next(e for e in elements if e.kind == "caption" and e.text.startswith("Table 1"))
     assert caption.parent_id == table.element_id
+    assert "| " + " | ".join(first_row) + " |" in table.text
 
 
 def test_pdf_image_is_a_figure_with_its_caption(golden_version):
