@@ -171,11 +171,11 @@ def markdown(rows: list[dict], *, args: argparse.Namespace) -> str:
         lines.append(f"| {row['scenario']} | {row['requests']} | {row['errors']} {row['errors_by_kind'] or ''} | "
                      f"{row['qps']:.2f} | {_ms(row['p50_ms'])} | {_ms(row['p95_ms'])} | {_ms(row['p99_ms'])} | "
                      f"{row['load_average_1min_after']} | "
-                     f"{row.get('fault_at_s', '–')} | {_recovery(row)} |")
+                     f"{row.get('fault_at_s', '–')} | {recovery_text(row)} |")
     return "\n".join(lines) + "\n"
 
 
-def _recovery(row: dict) -> str:
+def recovery_text(row: dict) -> str:
     if row["scenario"] == "replica kill":
         until = row["errors_until_s"]
         return (f"replacement replica RUNNING after {row['replica_replaced_s']} s; "

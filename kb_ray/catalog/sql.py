@@ -47,6 +47,7 @@ def open_sql_session(catalog: DeltaCatalog, *, as_of: AsOf = None) -> duckdb.Duc
     if views.strip():
         connection.execute(views)
     connection.execute("SET enable_external_access = false")
+    connection.execute("SET lock_configuration = true")  # and no later SET may undo it
     return connection
 
 

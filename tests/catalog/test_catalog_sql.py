@@ -97,6 +97,18 @@ def test_session_is_read_only(populated_catalog, tmp_path):
     assert populated_catalog.read("documents").num_rows == 3
 
 
+@pytest.mark.parametrize("statement", [
+    "SELECT * FROM read_text('/etc/hostname')", "SELECT * FROM read_csv('/etc/passwd')", "SELECT * FROM glob('/*')",
+    "ATTACH '{tmp}/other.duckdb'", "INSTALL httpfs", "LOAD httpfs", "SET enable_external_access = true",
+    "SET lock_configuration = false", "SET memory_limit = '1TB'",
+])
+def test_session_reaches_no_file_extension_or_setting(populated_catalog, tmp_path, statement):
+    connection = open_sql_session(populated_catalog)
+    with pytest.raises(duckdb.Error):
+        connection.execute(statement.format(tmp=tmp_path))
+    assert not (tmp_path / "other.duckdb").exists()
+
+
 def test_query_errors_become_catalog_errors(catalog):
     with pytest.raises(CatalogError, match="catalog query failed"):
         run_query(catalog, "SELECT no_such_column FROM documents")
