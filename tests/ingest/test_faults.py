@@ -119,6 +119,7 @@ def test_parse_and_embed_actors_killed_mid_run_lose_and_duplicate_nothing(corpus
     assert_like_clean(tmp_path / "kb", clean)
 
 
+@pytest.mark.slow  # three ingests; the lease itself is tested without Ray in tests/catalog/test_lease.py
 def test_two_ingests_of_overlapping_sources_at_once_both_complete_with_each_document_once(corpus, tmp_path):
     extra = {side: tmp_path / side for side in ("a", "b")}
     for side, folder in extra.items():

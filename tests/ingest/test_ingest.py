@@ -117,6 +117,9 @@ def test_a_crash_between_micro_batches_resumes_without_duplicates(tmp_path):
 def test_hostile_files_fail_with_reasons_and_good_ones_commit(tmp_path):
     corpus = small_corpus(tmp_path / "src")
     label_png(corpus / "label.png", "Calibrate the flowmeter yearly")  # an image is a document too
+    odd_names = ["a..b.txt", "new\nline.txt", "x" * 240 + ".txt"]  # ingested under their own names
+    for name in odd_names:
+        (corpus / name).write_text(f"The file {name[:12]!r} has an odd name but ordinary text.\n")
     expected = hostile_files(corpus / "bad")
     assert len(set(expected.values())) >= 12  # hostile kinds, one reason code each
     config = ingest_config(tmp_path / "kb", [corpus], "parse.max_pages=5", f"parse.max_bytes={HOSTILE_MAX_BYTES}",
@@ -125,7 +128,9 @@ def test_hostile_files_fail_with_reasons_and_good_ones_commit(tmp_path):
     report = run_ingest(config)
     allowed = [tmp_path / "kb", Path.home() / ".cache" / "kb-ray"]  # the catalog; the embedder's export cache
     assert written_outside(before, snapshot(tmp_path), allowed=allowed) == []
-    assert report.documents["failed"] == len(expected) and report.documents["new"] == 5
+    assert report.documents["failed"] == len(expected) and report.documents["new"] == 5 + len(odd_names)
+    keys = set(catalog(tmp_path / "kb").read("documents", columns=["key"]).column("key").to_pylist())
+    assert {str(corpus / name) for name in odd_names} <= keys
     parsers = {row["mime"]: row["parser"] for row in catalog(tmp_path / "kb").read("versions").to_pylist()
                if row["status"] != "failed"}
     assert parsers["image/png"] == "image_ocr"
