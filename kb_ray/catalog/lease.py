@@ -95,10 +95,15 @@ class WriterLease:
                                "committing more")
 
     def release(self) -> None:
+        """Give the lease back. A store that fails now (the error that ended the run, often)
+        leaves the row behind, stale at once for a rerun on this host, else after its ttl."""
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(timeout=10)
-        self.catalog.delete(TABLE, f"name = '{self.name}' AND token = '{self.token}'")
+        try:
+            self.catalog.delete(TABLE, f"name = '{self.name}' AND token = '{self.token}'")
+        except Exception as exc:  # noqa: BLE001 - must not hide the error that ended the write
+            logger.warning("could not release the %r lease (%s); it goes stale by itself", self.name, exc)
 
     def current(self) -> dict[str, Any] | None:
         rows = self.catalog.read(TABLE, filter=pc.field("name") == self.name).to_pylist()

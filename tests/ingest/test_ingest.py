@@ -99,6 +99,7 @@ def test_incremental_sync_keeps_vanished_documents(tmp_path):
     assert run_query(catalog(tmp_path / "kb"), "SELECT count(*) AS n FROM active_documents").column("n")[0].as_py() == 4
 
 
+@pytest.mark.slow  # the crash inside a micro-batch (tests/ingest/test_faults.py) covers this path in the default run
 def test_a_crash_between_micro_batches_resumes_without_duplicates(tmp_path):
     corpus = small_corpus(tmp_path / "src")
     clean = ingest_config(tmp_path / "clean", [corpus])
