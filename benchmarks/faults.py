@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -40,6 +40,7 @@ from tests.ingest.faults import (  # noqa: E402
     EMBED_ACTOR,
     PARSE_ACTOR,
     cli_ingest,
+    failing_writes,
     kill_after_first_batch,
     kill_processes_titled,
     wait_until_gone,
@@ -74,41 +75,24 @@ def rerun(kb: Path, corpus: Path) -> float:
     return time.perf_counter() - started
 
 
-def injected_write_failure(*, table: str | None, from_batch: int, error: type[Exception]) -> Callable[[], None]:
-    """Make DeltaCatalog writes of micro-batch ``from_batch`` on fail (only ``table``'s, if named);
-    returns the undo."""
-    real = {name: getattr(DeltaCatalog, name) for name in ("commit_files", "merge_upsert")}
-
-    def failing(name: str):
-        def write(self, table_name, *args, **kwargs):
-            if kwargs.get("app_version", -1) >= from_batch and table in (None, table_name):
-                raise error(f"injected failure writing {table_name}")
-            return real[name](self, table_name, *args, **kwargs)
-        return write
-
-    for name in real:
-        setattr(DeltaCatalog, name, failing(name))
-    return lambda: [setattr(DeltaCatalog, name, method) for name, method in real.items()]
-
-
-def failing_run(kb: Path, corpus: Path, undo: Callable[[], None]) -> str:
-    try:
-        run_ingest(ingest_config(kb, [corpus]))
-        return "none (the run did not fail)"
-    except Exception as exc:  # noqa: BLE001 - recorded
-        return f"{type(exc).__name__}: {exc}"[:120]
-    finally:
-        undo()
+def failing_run(kb: Path, corpus: Path, **failure: Any) -> str:
+    """Ingest under ``failing_writes(**failure)``; the error the run ended with."""
+    with failing_writes(**failure):
+        try:
+            run_ingest(ingest_config(kb, [corpus]))
+            return "none (the run did not fail)"
+        except Exception as exc:  # noqa: BLE001 - recorded
+            return f"{type(exc).__name__}: {exc}"[:120]
 
 
 def crash_inside_batch(kb: Path, corpus: Path, clean: dict) -> dict[str, Any]:
-    error = failing_run(kb, corpus, injected_write_failure(table="versions", from_batch=3, error=RuntimeError))
+    error = failing_run(kb, corpus, table="versions", from_batch=3, error=RuntimeError)
     return {"scenario": "crash between two table commits of micro-batch 3", "error_seen": error,
             **outcome(kb, clean, seconds=rerun(kb, corpus))}
 
 
 def storage_failing(kb: Path, corpus: Path, clean: dict) -> dict[str, Any]:
-    error = failing_run(kb, corpus, injected_write_failure(table=None, from_batch=3, error=OSError))
+    error = failing_run(kb, corpus, from_batch=3, error=OSError)
     visible_ok = verify_catalog(DeltaCatalog.open(str(kb))).ok()
     return {"scenario": "every Delta write fails from micro-batch 3 on", "error_seen": error,
             "after_failure_verify": visible_ok, **outcome(kb, clean, seconds=rerun(kb, corpus))}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -16,6 +17,20 @@ def start_time(pid: int) -> int | None:
     With its pid, it names one process even after the pid is reused."""
     fields = _stat_fields(pid)
     return int(fields[19]) if fields is not None else None
+
+
+def process_start(pid: int) -> int | None:
+    """:func:`start_time` where ``/proc`` exists; elsewhere 0 for any live process (a reused
+    pid cannot be told apart there) and None for a gone one."""
+    if has_proc():
+        return start_time(pid)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return 0
 
 
 def descendants(roots: list[int]) -> set[int]:

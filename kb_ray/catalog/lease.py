@@ -34,7 +34,7 @@ from kb_ray.catalog import contract
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import KbConfig
 from kb_ray.errors import CatalogBusyError, CatalogError
-from kb_ray.processes import has_proc, start_time
+from kb_ray.processes import process_start
 
 logger = logging.getLogger(__name__)
 TABLE = "leases"
@@ -156,20 +156,6 @@ def is_stale(row: dict[str, Any], *, ttl_s: float) -> bool:
         return False
     start = process_start(row["pid"])
     return start is None or (row.get("pid_start") is not None and start != row["pid_start"])
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of process ``pid`` (Linux), None when it is not running; elsewhere 0
-    for any live process (a reused pid cannot be told apart there)."""
-    if has_proc():
-        return start_time(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return 0
 
 
 def describe(row: dict[str, Any]) -> str:

@@ -13,8 +13,9 @@ import pytest
 
 from kb_ray.catalog import DeltaCatalog
 from kb_ray.catalog.contract import table_spec
-from kb_ray.catalog.lease import LeaseSettings, WriterLease, process_start
+from kb_ray.catalog.lease import LeaseSettings, WriterLease
 from kb_ray.errors import CatalogBusyError, CatalogError
+from kb_ray.processes import process_start
 from tests.concurrency import race
 
 FAST = LeaseSettings(ttl_s=30, wait_s=60, poll_s=0.05)

@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.processes import descendants, start_time
 
+WRITES = ("commit_files", "merge_upsert")  # every DeltaCatalog call an ingest commits data through
 PARSE_ACTOR, EMBED_ACTOR = "ray::MapWorker(MapBatches(ParseStage))", "ray::MapWorker(MapBatches(EmbedWriteStage))"
+
+
+@contextlib.contextmanager
+def failing_writes(*, from_batch: int, table: str | None = None, error: type[Exception] = OSError) -> Iterator[dict]:
+    """While open, DeltaCatalog writes of micro-batch ``from_batch`` on raise ``error`` (only
+    those to ``table``, if named): a store that fails where its errors surface. Yields the
+    count of refused writes (``{"writes": n}``)."""
+    refused = {"writes": 0}
+    real = {name: getattr(DeltaCatalog, name) for name in WRITES}
+
+    def failing(name: str):
+        def write(self, table_name, *args, **kwargs):
+            if kwargs.get("app_version", -1) >= from_batch and table in (None, table_name):
+                refused["writes"] += 1
+                raise error(f"injected failure writing {table_name}")
+            return real[name](self, table_name, *args, **kwargs)
+        return write
+
+    for name in WRITES:
+        setattr(DeltaCatalog, name, failing(name))
+    try:
+        yield refused
+    finally:
+        for name, method in real.items():
+            setattr(DeltaCatalog, name, method)
 
 
 def cli_ingest(*, kb_root: Path, sources: list[Path], config: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:

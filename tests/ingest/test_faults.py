@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.verify import verify_catalog
 from kb_ray.ingest.run import run_ingest
 from tests.conftest import REPO_ROOT
@@ -18,6 +17,7 @@ from tests.ingest.faults import (
     EMBED_ACTOR,
     PARSE_ACTOR,
     cli_ingest,
+    failing_writes,
     kill_after_first_batch,
     kill_processes_titled,
     wait_until_gone,
@@ -54,52 +54,29 @@ def assert_like_clean(kb: Path, clean: dict) -> None:
     assert verify_catalog(catalog(kb)).ok(strict=True)
 
 
-def test_a_crash_between_two_table_commits_of_one_micro_batch_is_repaired_by_the_rerun(corpus, clean, tmp_path,
-                                                                                      monkeypatch):
-    real_commit = DeltaCatalog.commit_files
-
-    def crash_before_versions(self, table_name, files, **kwargs):
-        if table_name == "versions" and kwargs.get("app_version") == 1:
-            raise RuntimeError("injected crash between the version_chunks and versions commits")
-        return real_commit(self, table_name, files, **kwargs)
-
-    monkeypatch.setattr(DeltaCatalog, "commit_files", crash_before_versions)
+def test_a_crash_between_two_table_commits_of_one_micro_batch_is_repaired_by_the_rerun(corpus, clean, tmp_path):
     config = ingest_config(tmp_path / "kb", [corpus])
-    with pytest.raises(RuntimeError, match="injected crash"):
-        run_ingest(config)
+    with failing_writes(table="versions", from_batch=1, error=RuntimeError):  # after batch 1's version_chunks
+        with pytest.raises(RuntimeError, match="injected failure writing versions"):
+            run_ingest(config)
     landed = catalog(tmp_path / "kb").read("version_chunks").num_rows
     assert landed > len(state(tmp_path / "kb")["documents"])  # batch 1's rows landed, its documents did not flip
-    monkeypatch.setattr(DeltaCatalog, "commit_files", real_commit)
     run_ingest(config)
     assert_like_clean(tmp_path / "kb", clean)
 
 
 @pytest.mark.slow
 def test_storage_failing_writes_fails_the_run_clearly_shows_nothing_half_done_and_the_rerun_completes(
-        corpus, clean, tmp_path, monkeypatch):
-    failing = {"from_batch": 2, "writes": 0}
-    real = {name: getattr(DeltaCatalog, name) for name in ("commit_files", "merge_upsert")}
-
-    def failing_write(name):
-        def write(self, table_name, *args, **kwargs):
-            if kwargs.get("app_version", -1) >= failing["from_batch"]:
-                failing["writes"] += 1
-                raise OSError(5, f"injected storage failure writing {table_name}")
-            return real[name](self, table_name, *args, **kwargs)
-        return write
-
-    for name in real:
-        monkeypatch.setattr(DeltaCatalog, name, failing_write(name))
+        corpus, clean, tmp_path):
     config = ingest_config(tmp_path / "kb", [corpus])
-    with pytest.raises(OSError, match="injected storage failure"):
-        run_ingest(config)
+    with failing_writes(from_batch=2) as refused:
+        with pytest.raises(OSError, match="injected failure writing"):
+            run_ingest(config)
     half = state(tmp_path / "kb")
-    assert failing["writes"] >= 1 and 0 < len(half["documents"]) < len(clean["documents"])
+    assert refused["writes"] >= 1 and 0 < len(half["documents"]) < len(clean["documents"])
     assert verify_catalog(catalog(tmp_path / "kb")).ok()  # what readers see is whole: no active document misses rows
     runs = catalog(tmp_path / "kb").read("ingest_runs").to_pylist()
     assert [run["status"] for run in runs] == ["crashed"]
-    for name, method in real.items():
-        monkeypatch.setattr(DeltaCatalog, name, method)
     report = run_ingest(config)
     assert report.documents["unchanged"] == len(half["documents"])
     assert_like_clean(tmp_path / "kb", clean)
