@@ -279,12 +279,24 @@ LEASES = _table(
     ("ttl_s", pa.float64()),
 )
 
+API_KEYS = _table(
+    "api_keys",
+    ("key_id",),
+    """One row per API key of the search service (``kb-ray keys create``; kb_ray/auth/keys.py).
+    Only ``secret_sha256`` (the SHA-256 of the key's secret part) is stored, never the key. The key
+    belongs to ``tenant`` (whose collections it may see, ``serve.auth.tenants``), has a ``role``
+    (reader | writer | admin) and ``principals`` forced into every request as ``acl_any``.
+    ``revoked_at`` set means refused (``kb-ray keys revoke``); rows are never deleted.""",
+    ("key_id", pa.string()), ("secret_sha256", pa.string()), ("tenant", pa.string()), ("role", pa.string()),
+    ("principals", pa.list_(pa.string())), ("created_at", TIMESTAMP), ("revoked_at", TIMESTAMP),
+)
+
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
         EMBEDDINGS, PAGE_EMBEDDINGS, ENRICHMENTS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
-        ANSWERS, FEEDBACK, LEASES,
+        ANSWERS, FEEDBACK, LEASES, API_KEYS,
     )
 }
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)

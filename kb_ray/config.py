@@ -237,6 +237,18 @@ class SearchSettings(_Settings):
     max_context_chars: int = 8000  # upper bound of a request's context_chars
 
 
+class AuthSettings(_Settings):
+    """API keys on the search service (docs/auth.md). ``tenants`` maps a tenant to the collections
+    it owns; a tenant with no entry owns the one collection named like itself."""
+
+    enabled: bool = False
+    tenants: dict[str, list[str]] = Field(default_factory=dict)
+    cache_ttl_s: float = Field(1.0, ge=0)  # a revoked key stops working within this long
+
+    def collections_of(self, tenant: str) -> list[str]:
+        return list(self.tenants.get(tenant, [tenant]))
+
+
 class ServeSettings(_Settings):
     host: str = "127.0.0.1"
     port: int = 8000
@@ -245,6 +257,7 @@ class ServeSettings(_Settings):
     embedder_device: str = "cpu"  # the query embedder's own device ("cuda" with embedder_num_gpus > 0)
     embedder_num_gpus: float = 0.0
     reranker_num_gpus: float = 0.0
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
 
 REFUSAL = "The knowledge base has no passage that answers this."

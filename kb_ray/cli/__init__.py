@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         eval_command,
         index_commands,
         ingest_command,
+        keys_command,
         parse_command,
         serve_commands,
     )
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (parse_command, ingest_command, catalog_commands, index_commands, serve_commands, eval_command,
-                   demo_command, dev_command, ask_command):
+                   demo_command, dev_command, ask_command, keys_command):
         module.register(commands)
     return parser
 

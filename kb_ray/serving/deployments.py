@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from ray import serve
@@ -31,6 +31,7 @@ from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
+from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
 from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its conten
 REFRESH_EVERY_S = 1.0
 WARM_UP_QUERY = "warm-up query"
 api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+api.add_middleware(BearerAuth)  # outermost: a request without a valid key is refused first (docs/auth.md)
 api.add_exception_handler(RequestValidationError, validation_error_response)  # 422 without echoing the input
 
 
@@ -125,6 +127,8 @@ class SearchIngress:
                  generator: Any = None) -> None:
         self.config = config
         self.embedder, self.searcher, self.reranker = embedder, searcher, reranker
+        self.auth = AuthGate(config)
+        install_gate(self.auth)
         from kb_ray.answer.log import AnswerLog
         from kb_ray.serving.answering import ServiceAnswerer
 
@@ -142,16 +146,18 @@ class SearchIngress:
                 **({} if ok else {"error": "the query embedder differs from the one the index was built with"})}
 
     @api.post("/v1/search")
-    async def search(self, request: SearchRequest) -> JSONResponse:
+    async def search(self, request: SearchRequest, http: Request) -> JSONResponse:
+        request.filter = self.auth.scope_filter(caller_of(http), request.filter)
         return JSONResponse(await self._search(request))
 
     @api.post("/v1/answer")
-    async def answer(self, request: AnswerRequest) -> JSONResponse:
+    async def answer(self, request: AnswerRequest, http: Request) -> JSONResponse:
         """An answer with verified citations (docs/answers.md); 400 on an empty query, an unknown
         mode or an ambiguous document name, 404 when a named document does not exist."""
         from kb_ray.answer.sections import DocumentReferenceError
 
         self._check_query_length(request.query)
+        request.filter = self.auth.scope_filter(caller_of(http), request.filter)
         try:
             return JSONResponse(await self.answerer.answer(request.model_dump()))
         except DocumentReferenceError as exc:
@@ -216,14 +222,15 @@ class SearchIngress:
         return result
 
     @api.get("/v1/documents/{document_id}")
-    async def document(self, document_id: str) -> JSONResponse:
+    async def document(self, document_id: str, http: Request) -> JSONResponse:
         from kb_ray.catalog.delta import DeltaCatalog
         from kb_ray.search.documents import document_view
 
         catalog = DeltaCatalog.open(self.config.kb_root, storage_options=self.config.storage_options, create=False)
         view = document_view(catalog, document_id)
-        if view is None:
-            raise HTTPException(404, f"no document {document_id}")
+        collections = self.auth.collections(caller_of(http))
+        if view is None or (collections is not None and view.get("collection") not in collections):
+            raise HTTPException(404, f"no document {document_id}")  # another tenant's: 404, not 403
         return JSONResponse(view)
 
 

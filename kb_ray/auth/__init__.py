@@ -1,0 +1,1 @@
+"""API keys, roles and tenant scope of the search service (Ray-free; docs/auth.md)."""

@@ -1,0 +1,65 @@
+"""Which role may call which route, and the tenant scope forced into a request (Ray-free).
+
+``ROUTE_ROLES`` is the one table of access rules: ``(method, path pattern) -> least role``.
+A route missing from it is refused with auth on (deny by default). ``OPEN_PATHS`` need no key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kb_ray.auth.keys import ROLES, Caller
+from kb_ray.search.filters import FILTER_KEYS
+
+OPEN_PATHS = frozenset({"/healthz", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"})
+ROUTE_ROLES: tuple[tuple[str, str, str], ...] = (
+    ("POST", r"/v1/search", "reader"),
+    ("POST", r"/v1/answer", "reader"),
+    ("POST", r"/v1/answers/[^/]+/feedback", "reader"),
+    ("GET", r"/v1/documents", "reader"),
+    ("GET", r"/v1/documents/[^/]+", "reader"),
+    ("GET", r"/v1/documents/[^/]+/versions", "reader"),
+    ("GET", r"/v1/chunks/[^/]+", "reader"),
+    ("GET", r"/v1/ingests/[^/]+", "reader"),
+    ("POST", r"/v1/documents", "writer"),
+    ("DELETE", r"/v1/documents/[^/]+", "writer"),
+    ("GET", r"/metrics", "admin"),
+)
+_COMPILED = tuple((method, re.compile(pattern + r"/?"), role) for method, pattern, role in ROUTE_ROLES)
+
+
+def required_role(method: str, path: str) -> str | None:
+    """The least role for a route, or None when the route is not in the table (refused)."""
+    for route_method, pattern, role in _COMPILED:
+        if route_method == method.upper() and pattern.fullmatch(path):
+            return role
+    return None
+
+
+def role_allows(role: str, required: str) -> bool:
+    return role in ROLES and ROLES.index(role) >= ROLES.index(required)
+
+
+def scoped_filter(raw: dict[str, Any] | None, *, collections: list[str], principals: tuple[str, ...]
+                  ) -> dict[str, Any]:
+    """The client's filter with the tenant's scope forced in: ``collection`` becomes the client's
+    collections ∩ the tenant's (all of the tenant's when the client named none; possibly empty,
+    which matches nothing), and ``acl_any`` the key's principals when it has any (the client's
+    ``acl_any`` is dropped: a caller cannot claim principals its key lacks)."""
+    scoped = dict(raw or {})
+    asked = scoped.get("collection")
+    asked_list = [asked] if isinstance(asked, str) else asked
+    if isinstance(asked_list, list):
+        scoped["collection"] = [name for name in asked_list if name in collections]
+    else:  # absent or malformed: the tenant's own (a malformed value is the client's to fix, not to widen)
+        scoped["collection"] = list(collections)
+    scoped.pop("acl_any", None)
+    if "acl_any" in FILTER_KEYS:  # with the acl column: documents with an empty acl, or sharing a principal
+        scoped["acl_any"] = list(principals)
+    return scoped
+
+
+def may_see_collection(caller: Caller | None, collection: str | None, *, collections: list[str] | None) -> bool:
+    """Whether a document of ``collection`` is visible (``caller`` None: auth is off)."""
+    return caller is None or (collections is not None and collection in collections)
