@@ -25,6 +25,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--dimension", dest="dimensions", action="append", default=None,
                         help="compare: a row of the table (repeatable)")
     parser.add_argument("--url", default=None, help="a running service (default: answer in-process)")
+    parser.add_argument("--api-key", default=None, help="--url: key for a service with serve.auth.enabled "
+                        "(default: $KB_RAY_API_KEY)")
     parser.add_argument("--json", action="store_true", help="print the whole response as JSON")
     add_config_arguments(parser)
     parser.set_defaults(handler=run)
@@ -35,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
     request = {"query": args.query, "mode": args.mode, "k": args.k, "filter": None, "documents": args.documents,
                "dimensions": args.dimensions}
     if args.url:
-        response = ask_service(args.url, request)
-        if response is None:
-            return 2
+        response = ask_service(args.url, request, api_key=args.api_key)
     else:
         from kb_ray.answer.local import local_answerer
 
@@ -49,14 +49,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def ask_service(url: str, request: dict[str, Any]) -> dict[str, Any] | None:
-    import httpx
+def ask_service(url: str, request: dict[str, Any], *, api_key: str | None = None) -> dict[str, Any]:
+    """``POST /v1/answer``; an unreachable service or an HTTP error raises a one-line ServiceError."""
+    from kb_ray.cli.service_client import post_to_service
 
-    reply = httpx.post(f"{url.rstrip('/')}/v1/answer", json=request, timeout=300)
-    if reply.status_code != 200:
-        print(f"kb-ray ask: HTTP {reply.status_code}: {reply.json().get('detail')}")
-        return None
-    return reply.json()
+    return post_to_service(url, "/v1/answer", request, api_key=api_key, timeout_s=300,
+                           local_hint="drop --url to answer in-process from the local catalog")
 
 
 VERIFICATION = {

@@ -17,7 +17,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--port", type=int, default=None, help="default: serve.port from config (8000)")
     add_config_arguments(serve)
     serve.set_defaults(handler=run_serve)
-    search = commands.add_parser("search", help="query a running kb-ray serve over HTTP")
+    search = commands.add_parser("search", help="query a running kb-ray serve over HTTP (or --local)")
     search.add_argument("query")
     search.add_argument("--k", type=int, default=10)
     search.add_argument("--mode", default="hybrid", help="hybrid | dense | lexical | page | hybrid+page")
@@ -27,6 +27,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--context-chars", type=int, default=0,
                         help="also print up to this many characters of each hit's neighbouring chunks")
     search.add_argument("--url", default=None, help="service URL (default: http://serve.host:serve.port)")
+    search.add_argument("--local", action="store_true", help="search the local catalog in-process, no service")
+    search.add_argument("--api-key", default=None, help="key for a service with serve.auth.enabled "
+                        "(default: $KB_RAY_API_KEY)")
     search.add_argument("--json", action="store_true")
     add_config_arguments(search)
     search.set_defaults(handler=run_search)
@@ -60,25 +63,35 @@ def parse_filter_args(items: list[str]) -> dict[str, object] | None:
     return result or None
 
 
-def run_search(args: argparse.Namespace) -> int:
-    import httpx
+def search_locally(config, body: dict[str, object]) -> dict[str, object]:
+    """The ``/v1/search`` answer computed in-process over the live generation of ``kb_root``."""
+    from kb_ray.search.searcher import HybridSearcher
 
+    searcher = HybridSearcher.open(config)  # the reranker too, when search.rerank_model_path is set
+    return searcher.search(body["query"], k=body["k"], mode=body["mode"], filters=body["filter"],
+                           rerank=body["rerank"], context_chars=body["context_chars"]).to_dict()
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from kb_ray.cli.service_client import post_to_service
     from kb_ray.serving.api import citation_line
 
     config = config_from_args(args)
     url = args.url or f"http://{config.serve.host}:{config.serve.port}"
     body = {"query": args.query, "k": args.k, "mode": args.mode, "filter": parse_filter_args(args.filter),
             "rerank": args.rerank, "context_chars": args.context_chars}
-    response = httpx.post(f"{url}/v1/search", json=body, timeout=60)
-    if response.status_code != 200:
-        print(f"kb-ray search: HTTP {response.status_code}: {response.json().get('detail')}")
-        return 2
-    result = response.json()
+    if args.local:
+        result = search_locally(config, body)
+    else:
+        result = post_to_service(url, "/v1/search", body, api_key=args.api_key, timeout_s=60,
+                                 local_hint="search the local catalog in-process with --local")
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
+    timing = result["timing_ms"]
     print(f"{len(result['hits'])} hits from generation {result['generation']} "
-          f"({'reranked' if result['reranked'] else 'not reranked'}, {result['timing_ms']['total_service']:.0f} ms)")
+          f"({'reranked' if result['reranked'] else 'not reranked'}, "
+          f"{timing.get('total_service', timing.get('total', 0)):.0f} ms)")
     print(abstain_line(result))
     for rank, hit in enumerate(result["hits"], start=1):
         print(f"[{rank}] {citation_line(hit)}")
