@@ -29,7 +29,7 @@ class AuthGate:
         self.settings = config.serve.auth
         self.keys = None
         if self.settings.enabled:
-            catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=True)
+            catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
             self.keys = ApiKeyStore(catalog, cache_ttl_s=self.settings.cache_ttl_s)
 
     def collections(self, caller: Caller | None) -> list[str] | None:
