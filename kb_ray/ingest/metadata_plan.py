@@ -14,8 +14,13 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from kb_ray.config import SourceSettings
-from kb_ray.ingest.metadata import (DocumentMetadata, MetadataError, outside_fingerprint, read_document_metadata,
-                                    sidecar_for)
+from kb_ray.ingest.metadata import (
+    DocumentMetadata,
+    MetadataError,
+    outside_fingerprint,
+    read_document_metadata,
+    sidecar_for,
+)
 from kb_ray.ingest.planning import IngestPlan
 from kb_ray.outcomes import Reason
 
