@@ -64,10 +64,13 @@ SOURCES = _table(
     """The listing manifest: one row per source file ever seen in a collection. ``size``,
     ``mtime`` and ``raw_sha`` decide whether a file changed since the last run;
     ``last_seen_run`` and ``status`` ("present" | "vanished") let a sync mark files that
-    disappeared from the listing without deleting their documents.""",
+    disappeared from the listing without deleting their documents. ``meta_sha`` fingerprints
+    the metadata from outside the file's bytes (source settings, sidecar): when only it
+    changed, the document row is updated without a new version.""",
     ("collection", pa.string()), ("uri", pa.string()), ("key", pa.string()),
     ("size", pa.int64()), ("mtime", TIMESTAMP), ("raw_sha", pa.string()),
     ("document_id", pa.string()), ("last_seen_run", pa.string()), ("status", pa.string()),
+    ("meta_sha", pa.string()),
 )
 
 DOCUMENTS = _table(
@@ -76,12 +79,14 @@ DOCUMENTS = _table(
     """One row per logical document (``document_id = H(collection, key)``), stable across
     versions. ``active_version_id`` is the hydration gate: a version is visible only while
     this pointer names it, so flipping it is the commit point of an ingest; null means
-    tombstoned (``deleted_at`` then says when).""",
+    tombstoned (``deleted_at`` then says when). ``tags``, ``acl`` (principals; empty: visible
+    to every caller of the collection) and ``metadata_json`` come from the source settings,
+    the file's front matter and its sidecar (kb_ray/ingest/metadata.py).""",
     ("document_id", pa.string()), ("collection", pa.string()), ("key", pa.string()),
     ("uri", pa.string()), ("title", pa.string()), ("mime", pa.string()),
     ("tags", pa.list_(pa.string())), ("metadata_json", pa.string()),
     ("active_version_id", pa.string()), ("created_at", TIMESTAMP),
-    ("updated_at", TIMESTAMP), ("deleted_at", TIMESTAMP),
+    ("updated_at", TIMESTAMP), ("deleted_at", TIMESTAMP), ("acl", pa.list_(pa.string())),
 )
 
 VERSIONS = _table(

@@ -155,9 +155,20 @@ class RaySettings(_Settings):
     caption: StageSettings = StageSettings(concurrency=1, num_cpus=0.25, batch_size=8)
 
 
+class SourceSettings(_Settings):
+    """One source with its own settings: documents under it get this collection, tags, ACL
+    principals and metadata (a file's front matter and sidecar override them)."""
+
+    uri: str
+    collection: str | None = None  # None: ingest.collection
+    tags: list[str] = Field(default_factory=list)
+    acl: list[str] = Field(default_factory=list)  # principals; empty: visible to all callers of the collection
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
 class IngestSettings(_Settings):
     collection: str = "default"
-    sources: list[str] = Field(default_factory=list)
+    sources: list[str | SourceSettings] = Field(default_factory=list)  # a plain URI or a source with settings
     include: list[str] = Field(default_factory=lambda: ["**/*"])
     sync: Literal["none", "incremental", "full"] = "incremental"
     follow_symlinks: bool = False  # read local files whose symlinks lead outside the source directories
@@ -168,6 +179,14 @@ class IngestSettings(_Settings):
                                 "same catalog (ingest, purge, maintain) to finish before failing")
     lease_ttl_s: float = Field(60.0, gt=0, description="a writer lease not renewed for this long is stale and "
                                "taken over (a dead holder on this host is detected at once)")
+
+    def source_settings(self) -> list[SourceSettings]:
+        """Every source as :class:`SourceSettings` (a plain URI gets the defaults)."""
+        return [SourceSettings(uri=s) if isinstance(s, str) else s for s in self.sources]
+
+    @property
+    def source_uris(self) -> list[str]:
+        return [source.uri for source in self.source_settings()]
 
 
 class PagesSettings(_Settings):
@@ -399,7 +418,8 @@ def _resolve(base: Path, path: str) -> str:
 
 def _resolve_paths(config: KbConfig, base: Path) -> KbConfig:
     config.kb_root = _resolve(base, config.kb_root)
-    config.ingest.sources = [_resolve(base, source) for source in config.ingest.sources]
+    config.ingest.sources = [_resolve(base, s) if isinstance(s, str) else s.model_copy(update={"uri": _resolve(base, s.uri)})
+                             for s in config.ingest.sources]
     if config.embedding.model_path:
         config.embedding.model_path = _resolve(base, config.embedding.model_path)
     if config.embedding.cache_dir:

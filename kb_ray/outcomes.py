@@ -40,6 +40,8 @@ class Reason(StrEnum):
     LAYOUT_EMPTY = "layout_empty"  # the layout model placed no text
     CONVERSION_FAILED = "conversion_failed"  # docling reported a failed conversion
     PARTIAL = "partial"  # docling lost pages
+    # Per-file metadata (kb_ray/ingest/metadata.py):
+    BAD_METADATA = "bad_metadata"  # a sidecar (.meta.json/.meta.yaml) or Markdown front matter that is not valid
     # A failed version the catalog recorded before reason codes were stored:
     UNKNOWN = "unknown"
 

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from kb_ray.ingest.run import run_ingest
 
     config = config_from_args(args)
-    print(f"== ingest {', '.join(config.ingest.sources)} -> {config.kb_root}")
+    print(f"== ingest {', '.join(config.ingest.source_uris)} -> {config.kb_root}")
     report = run_ingest(config)
     print(report.render())
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)

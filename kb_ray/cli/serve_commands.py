@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--k", type=int, default=10)
     search.add_argument("--mode", default="hybrid", help="hybrid | dense | lexical | page | hybrid+page")
     search.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
-                        help="e.g. collection=default, mime=application/pdf, tags_any=a,b (repeatable)")
+                        help="e.g. collection=default, mime=application/pdf, tags_any=a,b, acl_any=p,q, metadata.team=x (repeatable)")
     search.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
     search.add_argument("--context-chars", type=int, default=0,
                         help="also print up to this many characters of each hit's neighbouring chunks")
@@ -52,7 +52,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def parse_filter_args(items: list[str]) -> dict[str, object] | None:
     """``key=value`` pairs into the filter dict; list fields take comma-separated values."""
-    lists = {"document_ids", "tags_any", "tags_all"}
+    lists = {"document_ids", "tags_any", "tags_all", "acl_any"}
     result: dict[str, object] = {}
     for item in items:
         key, _, value = item.partition("=")

@@ -42,7 +42,7 @@ PAGE_INDEX_FORMAT = 1
 _ACTIVE_PAGES = """
     SELECT p.version_id, p.page_no, p.image_sha, d.document_id, coalesce(d.title, v.title) AS title, d.uri,
            d.collection, d.tags, coalesce(d.mime, v.mime) AS mime, d.created_at, d.metadata_json,
-           pe.n_vectors, pe.dim
+           coalesce(d.acl, []::VARCHAR[]) AS acl, pe.n_vectors, pe.dim
     FROM documents d
     JOIN versions v ON v.version_id = d.active_version_id
     JOIN pages p ON p.version_id = d.active_version_id

@@ -32,14 +32,14 @@ HYDRATION_SCHEMA = pa.schema([
     ("metadata_json", pa.string()), ("text", pa.string()), ("heading_path", pa.list_(pa.string())),
     ("spans", pa.list_(SPAN)), ("pages", pa.list_(pa.int32())), ("regions", pa.list_(REGION)),
     ("ordinal", pa.int32()), ("chunk_kind", pa.string()),
-    ("element_regions", pa.list_(ELEMENT_REGION)),
+    ("element_regions", pa.list_(ELEMENT_REGION)), ("acl", pa.list_(pa.string())),
 ])
 
 _ACTIVE_CHUNKS = """
     SELECT c.chunk_id, d.document_id, vc.version_id, coalesce(d.title, v.title) AS title, d.uri,
            d.collection, d.tags, coalesce(d.mime, v.mime) AS mime, d.created_at, d.metadata_json,
            c.text, c.heading_path, vc.spans, vc.pages, vc.regions, vc.ordinal, c.kind AS chunk_kind,
-           c.embed_text_sha, vc.element_ids
+           c.embed_text_sha, vc.element_ids, coalesce(d.acl, []::VARCHAR[]) AS acl
     FROM documents d
     JOIN versions v ON v.version_id = d.active_version_id
     JOIN version_chunks vc ON vc.version_id = d.active_version_id
@@ -91,8 +91,9 @@ def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str) -> 
         raise CatalogError(f"{missing} active chunks have no embedding from {embedder_fp}: finish or rerun "
                            "the ingest (it embeds missing chunks) before building an index")
     regions = element_regions(connection, result)
-    hydration = result.drop_columns(["vector", "element_ids"]).append_column(
-        "element_regions", pa.array(regions, pa.list_(ELEMENT_REGION))).cast(HYDRATION_SCHEMA)
+    hydration = result.drop_columns(["vector", "element_ids", "acl"]).append_column(
+        "element_regions", pa.array(regions, pa.list_(ELEMENT_REGION))).append_column(
+        "acl", result.column("acl")).cast(HYDRATION_SCHEMA)
     return hydration, vectors
 
 

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from kb_ray.catalog.datafiles import DataFile
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.maintenance import compact_small_files
+from kb_ray.ingest.metadata import DocumentMetadata
 from kb_ray.ingest.record import BATCH_COUNT_COLUMNS
 from kb_ray.ingest.rows import from_ipc, to_table
 from kb_ray.outcomes import render_error
@@ -61,6 +62,7 @@ class MicroBatchCommitter:
         self.compact_every_batches = compact_every_batches  # 0: never during ingest
         self.residue = ResidueWatch(catalog, except_run=run_id)
         self._written: set[str] = set()  # tables this run committed to since the last compaction
+        self.metadata: dict[str, DocumentMetadata] = {}  # document_id -> resolved metadata of the files to process
 
     def commit(self, batch: dict[str, Any], *, batch_no: int) -> BatchOutcome:
         if self.fail_after_batches is not None and batch_no >= self.fail_after_batches:
@@ -152,14 +154,32 @@ class MicroBatchCommitter:
         if not rows:
             return
         now = datetime.now(timezone.utc)
+        blank = DocumentMetadata()
         documents = to_table("documents", [{
-            "document_id": row["document_id"], "collection": row["collection"], "key": row["key"],
-            "uri": row["uri"], "title": row["title"], "mime": row["mime"], "tags": [], "metadata_json": "{}",
+            "document_id": row["document_id"], "collection": row["collection"], "key": row["key"], "uri": row["uri"],
+            "title": self.metadata.get(row["document_id"], blank).title or row["title"], "mime": row["mime"],
+            **_metadata_columns(self.metadata.get(row["document_id"], blank)),
             "active_version_id": row["version_id"], "created_at": now, "updated_at": now, "deleted_at": None,
         } for row in rows])
         self.catalog.merge_upsert("documents", documents, keys=["document_id"], keep_on_update=["created_at"],
                                   app_id=self.app_id, app_version=batch_no)
         self._written.add("documents")
+
+    def update_metadata(self, updates: dict[str, DocumentMetadata], *, batch_no: int) -> int:
+        """Metadata-only change: rewrite tags, acl, metadata (and a sidecar title) of existing
+        documents; no new version, nothing parsed or embedded."""
+        if not updates:
+            return 0
+        current = self.catalog.read("documents", filter=pc.field("document_id").isin(sorted(updates))).to_pylist()
+        now = datetime.now(timezone.utc)
+        for row in current:
+            meta = updates[row["document_id"]]
+            row.update(_metadata_columns(meta), updated_at=now, title=meta.title or row["title"])
+        if current:
+            self.catalog.merge_upsert("documents", to_table("documents", current), keys=["document_id"],
+                                      app_id=self.app_id, app_version=batch_no)
+            self._written.add("documents")
+        return len(current)
 
     def tombstone(self, vanished: pa.Table, *, batch_no: int) -> int:
         """Hide documents whose sources vanished (``--sync full``); rows stay until purge."""
@@ -190,10 +210,17 @@ class MicroBatchCommitter:
         rows = pa.table({
             **{name: summary.column(name) for name in ("collection", "uri", "key", "document_id")},
             **{name: summary.column(name) for name in ("size", "mtime") if name in summary.column_names},
-            "raw_sha": raw_sha, "last_seen_run": _constant(self.run_id, n, pa.string()), "status": statuses})
+            "raw_sha": raw_sha, "last_seen_run": _constant(self.run_id, n, pa.string()), "status": statuses,
+            "meta_sha": self._meta_shas(summary)})
         self.catalog.merge_upsert("sources", rows, keys=["collection", "uri"], app_id=self.app_id,
                                   app_version=batch_no)
         self._written.add("sources")
+
+    def _meta_shas(self, summary: pa.Table) -> pa.ChunkedArray | pa.Array:
+        if "meta_sha" in summary.column_names:
+            return summary.column("meta_sha")
+        ids = summary.column("document_id").to_pylist()
+        return pa.array([self.metadata[i].meta_sha if i in self.metadata else None for i in ids], pa.string())
 
     def log(self, summary: pa.Table, *, batch_no: int) -> None:
         """Append one ingest_log row per row of ``summary`` (plan rows name their version
@@ -213,6 +240,10 @@ class MicroBatchCommitter:
             "logged_at": _constant(datetime.now(timezone.utc), n, pa.timestamp("us", tz="UTC"))})
         self.catalog.append("ingest_log", rows, app_id=self.app_id, app_version=batch_no)
         self._written.add("ingest_log")
+
+
+def _metadata_columns(meta: DocumentMetadata) -> dict[str, Any]:
+    return {"tags": list(meta.tags), "acl": list(meta.acl), "metadata_json": meta.metadata_json}
 
 
 def _error_texts(summary: pa.Table) -> list[str | None]:

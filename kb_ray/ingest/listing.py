@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from kb_ray.catalog.storage import fsspec_filesystem
 from kb_ray.errors import SourceError
+from kb_ray.ingest.metadata import SIDECAR_REGEX
 
 LISTING_SCHEMA = pa.schema([
     ("collection", pa.string()), ("uri", pa.string()), ("key", pa.string()),
@@ -115,15 +116,27 @@ def glob_to_regex(glob: str) -> str:
 
 
 def _included(paths: pa.Array, include: list[str]) -> pa.Array:
+    """Included by a glob, or a metadata sidecar (whatever the globs say); never hidden."""
     hidden = pc.match_substring_regex(paths, r"(^|/)\.")
     pattern = "|".join(f"(?:{glob_to_regex(glob)})" for glob in include) or ".*"
-    return pc.and_(pc.match_substring_regex(paths, pattern), pc.invert(hidden))
+    wanted = pc.or_(pc.match_substring_regex(paths, pattern), pc.match_substring_regex(paths, SIDECAR_REGEX))
+    return pc.and_(wanted, pc.invert(hidden))
 
 
 def list_sources(sources: list[str], *, collection: str, include: list[str],
-                 storage_options: dict[str, str] | None = None) -> pa.RecordBatchReader:
+                 storage_options: dict[str, str] | None = None,
+                 sidecars: set[str] | None = None) -> pa.RecordBatchReader:
     """The whole listing as a stream of record batches (the planner's input), read lazily:
-    a directory is listed when the planner pulls its batch."""
+    a directory is listed when the planner pulls its batch. Metadata sidecars are not
+    documents: they are taken out of the stream and their URIs added to ``sidecars``."""
     streams = [list_source(source, collection=collection, include=include, storage_options=storage_options)
                for source in sources]  # checks every source exists before the planner pulls
-    return pa.RecordBatchReader.from_batches(LISTING_SCHEMA, (batch for stream in streams for batch in stream))
+    found = sidecars if sidecars is not None else set()
+    batches = (_without_sidecars(batch, found) for stream in streams for batch in stream)
+    return pa.RecordBatchReader.from_batches(LISTING_SCHEMA, batches)
+
+
+def _without_sidecars(batch: pa.RecordBatch, sidecars: set[str]) -> pa.RecordBatch:
+    is_sidecar = pc.match_substring_regex(batch.column("uri"), SIDECAR_REGEX)
+    sidecars.update(batch.filter(is_sidecar).column("uri").to_pylist())
+    return batch.filter(pc.invert(is_sidecar))

@@ -91,7 +91,7 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipel
     storage = {"kb_root": config.kb_root, "storage_options": config.storage_options}
     processing = {"parse": config.parse, "chunking": config.chunking, "captions": config.enrich.captions}
     fetch: list[StageSpec] = [(FetchStage, {"storage_options": config.storage_options, "pipeline_fp": pipeline_fp,
-                                            "local_roots": local_source_roots(config.ingest.sources),
+                                            "local_roots": local_source_roots(config.ingest.source_uris),
                                             "follow_symlinks": config.ingest.follow_symlinks})]
     if config.parse.docling.enabled:
         from kb_ray.ingest.stages.model_parse import ModelParseStage

@@ -26,7 +26,7 @@ DOCUMENT_ID_SQL = (
 _PLAN_SQL = f"""
 CREATE TEMP TABLE plan AS
 SELECT l.collection, l.uri, l.key, l.size, l.mtime, l.document_id,
-       s.raw_sha AS prior_raw_sha, d.active_version_id AS prior_version_id,
+       s.raw_sha AS prior_raw_sha, s.meta_sha AS prior_meta_sha, d.active_version_id AS prior_version_id,
        coalesce(s.size IS NOT DISTINCT FROM l.size AND s.mtime IS NOT DISTINCT FROM l.mtime
         AND d.active_version_id IS NOT NULL AND v.pipeline_fp IS NOT DISTINCT FROM $pipeline_fp, false) AS unchanged
 FROM (SELECT * EXCLUDE (relative_path), {DOCUMENT_ID_SQL} AS document_id FROM listing_stream) l

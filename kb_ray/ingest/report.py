@@ -22,7 +22,7 @@ class IngestReport:
     run_id: str
     status: str = "running"
     documents: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("seen", "new", "changed", "unchanged", "failed", "deleted"), 0))
+        ("seen", "new", "changed", "unchanged", "failed", "deleted", "metadata_updated"), 0))
     chunks: dict[str, int] = field(default_factory=lambda: {"new": 0, "reused": 0})
     embeddings: dict[str, int] = field(default_factory=lambda: {"computed": 0, "cached": 0})
     page_images: dict[str, int] = field(default_factory=lambda: {"rendered": 0, "noted": 0})
@@ -79,7 +79,7 @@ class IngestReport:
         lines = [
             f"ingest run {self.run_id}: {self.status} in {self.seconds:.1f}s ({self.micro_batches} micro-batches)",
             f"  documents  seen {d['seen']}  new {d['new']}  changed {d['changed']}  unchanged {d['unchanged']}"
-            f"  failed {d['failed']}  deleted {d['deleted']}",
+            f" (metadata updated {d['metadata_updated']})  failed {d['failed']}  deleted {d['deleted']}",
             f"  parses     {self.parses} ({self.pages} pages, {self.stage_seconds['parse']:.1f}s parsing)",
             f"  chunks     new {c['new']}  reused {c['reused']}",
             f"  embeddings computed {e['computed']}  cached {e['cached']}",

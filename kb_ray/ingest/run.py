@@ -17,6 +17,7 @@ from kb_ray.config import KbConfig, config_json
 from kb_ray.errors import CatalogError, SourceError
 from kb_ray.ingest.commit import MicroBatchCommitter
 from kb_ray.ingest.listing import list_sources
+from kb_ray.ingest.metadata_plan import MetadataPlan, failed_rows_table, resolve_plan_metadata
 from kb_ray.ingest.planning import IngestPlan, plan_ingest
 from kb_ray.ingest.progress import IngestProgress, ProgressCallback
 from kb_ray.ingest.report import IngestReport
@@ -60,11 +61,13 @@ def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: Mi
                        verbose: bool) -> None:
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
     try:
-        plan = _plan(catalog, config)
-        report.documents["seen"] = plan.seen
+        plan, metadata = _plan(catalog, config)
+        committer.metadata = metadata.documents
+        report.documents["seen"] = plan.seen + len(metadata.failed)
         _run_pipeline(plan.todo, config=config, committer=committer, report=report,
                       progress=_Progress(on_progress, total=plan.todo.num_rows), verbose=verbose)
         _finish_unchanged_and_vanished(plan, config=config, committer=committer, report=report)
+        _finish_metadata(metadata, committer=committer, report=report)
         report.status = "failed_documents" if report.documents["failed"] else "succeeded"
     except BaseException:
         report.status = "crashed"
@@ -74,13 +77,23 @@ def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: Mi
         _record_run(catalog, report, config, started_at=None)
 
 
-def _plan(catalog: DeltaCatalog, config: KbConfig) -> IngestPlan:
-    listing = list_sources(config.ingest.sources, collection=config.ingest.collection,
-                           include=config.ingest.include, storage_options=config.storage_options)
-    plan = plan_ingest(listing, catalog=catalog, collection=config.ingest.collection, pipeline_fp=_pipeline_fp(config))
-    logger.info("plan: %d to process, %d unchanged, %d vanished", plan.todo.num_rows, plan.unchanged.num_rows,
-                plan.vanished.num_rows)
-    return plan
+def _plan(catalog: DeltaCatalog, config: KbConfig) -> tuple[IngestPlan, MetadataPlan]:
+    """One plan per collection the sources name, then their documents' metadata."""
+    sources, sidecars, plans = config.ingest.source_settings(), set(), []
+    for collection in dict.fromkeys(s.collection or config.ingest.collection for s in sources):
+        uris = [s.uri for s in sources if (s.collection or config.ingest.collection) == collection]
+        listing = list_sources(uris, collection=collection, include=config.ingest.include,
+                               storage_options=config.storage_options, sidecars=sidecars)
+        plans.append(plan_ingest(listing, catalog=catalog, collection=collection, pipeline_fp=_pipeline_fp(config)))
+    plan = IngestPlan(*(pa.concat_tables([getattr(p, part) for p in plans], promote_options="default")
+                        for part in ("todo", "unchanged", "vanished")))
+    plan, metadata = resolve_plan_metadata(plan, sources=sources, sidecars=sidecars,
+                                           default_collection=config.ingest.collection,
+                                           storage_options=config.storage_options)
+    logger.info("plan: %d to process, %d unchanged (%d with new metadata), %d vanished, %d bad metadata",
+                plan.todo.num_rows, plan.unchanged.num_rows, len(metadata.updates), plan.vanished.num_rows,
+                len(metadata.failed))
+    return plan, metadata
 
 
 def _run_pipeline(todo: pa.Table, *, config: KbConfig, committer: MicroBatchCommitter, report: IngestReport,
@@ -156,6 +169,17 @@ def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, commit
         vanished = plan.vanished
         committer.record_sources(vanished, batch_no=batch_no + 1, status="vanished")
         committer.log(vanished, batch_no=batch_no + 1)
+
+
+def _finish_metadata(metadata: MetadataPlan, *, committer: MicroBatchCommitter, report: IngestReport) -> None:
+    """Metadata-only updates of unchanged files, and the files whose metadata was invalid."""
+    batch_no = report.micro_batches + 2  # after the unchanged (+0) and vanished (+1) commits
+    report.documents["metadata_updated"] = committer.update_metadata(metadata.updates, batch_no=batch_no)
+    if metadata.failed:
+        failed = failed_rows_table(metadata.failed)
+        committer.record_sources(failed, batch_no=batch_no)
+        committer.log(failed, batch_no=batch_no)
+        report.add_summary(failed)
 
 
 def check_embedder(catalog: DeltaCatalog, config: KbConfig) -> str:

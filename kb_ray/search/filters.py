@@ -3,7 +3,8 @@
 Allowed keys: ``collection`` (str | list), ``document_ids`` (list), ``tags_any`` (list),
 ``tags_all`` (list), ``mime`` (str | list), ``created_after`` / ``created_before`` (ISO
 8601; naive times are UTC; both bounds are exclusive), and ``metadata`` ({field: value
-or list of values}) for fields declared in ``index.filterable_metadata``. Anything else
+or list of values}) for fields declared in ``index.filterable_metadata``, and ``acl_any``
+(list of principals: keeps rows whose ``acl`` is empty or names one of them). Anything else
 raises :class:`~kb_ray.errors.FilterError` naming what is allowed. The mask is applied
 before top-k in every retriever (promise 6, docs/architecture.md), so a filter never silently shortens results.
 """
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 from kb_ray.errors import FilterError
 
 FILTER_KEYS = ("collection", "document_ids", "tags_any", "tags_all", "mime", "created_after",
-               "created_before", "metadata")
+               "created_before", "metadata", "acl_any")
 
 MetadataLookup = Callable[[str], list[Any]]  # field -> one value per row (None when absent)
 
@@ -40,6 +41,7 @@ class SearchFilter:
     created_after: datetime | None = None
     created_before: datetime | None = None
     metadata: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    acl_any: tuple[str, ...] | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -56,6 +58,9 @@ class SearchFilter:
         if self.tags_all is not None:
             mask &= _tags_match(table.column("tags"), self.tags_all, require_all=True)
         mask &= _date_mask(table.column("created_at"), self.created_after, self.created_before)
+        if self.acl_any is not None and "acl" in table.column_names:  # an index built before acl: no acl
+            acl = table.column("acl")
+            mask &= _tags_match(acl, self.acl_any, require_all=False) | _empty_lists(acl)
         for name, wanted in sorted(self.metadata.items()):
             mask &= np.array([value in wanted for value in metadata_values(name)], dtype=bool)
         return mask
@@ -75,7 +80,7 @@ def parse_filters(raw: Mapping[str, Any] | None, *, filterable_metadata: Sequenc
         tags_any=_strings(raw, "tags_any"), tags_all=_strings(raw, "tags_all"),
         mime=_strings(raw, "mime", scalar_ok=True), created_after=_instant(raw, "created_after"),
         created_before=_instant(raw, "created_before"),
-        metadata=_metadata(raw.get("metadata"), filterable_metadata),
+        metadata=_metadata(raw.get("metadata"), filterable_metadata), acl_any=_strings(raw, "acl_any"),
     )
 
 
@@ -132,6 +137,11 @@ def _tags_match(tags: pa.ChunkedArray, wanted: tuple[str, ...], *, require_all: 
     if not per_tag:
         return np.full(len(tags), require_all, dtype=bool)
     return np.logical_and.reduce(per_tag) if require_all else np.logical_or.reduce(per_tag)
+
+
+def _empty_lists(lists: pa.ChunkedArray) -> np.ndarray:
+    lengths = pc.fill_null(pc.list_value_length(lists), 0)
+    return (lengths.to_numpy(zero_copy_only=False) == 0).astype(bool)
 
 
 def _date_mask(column: pa.ChunkedArray, after: datetime | None, before: datetime | None) -> np.ndarray:

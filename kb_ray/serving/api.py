@@ -36,7 +36,8 @@ class SearchRequest(RequestBody):
     k: int = Field(10, strict=True, description="number of hits, 1..search.max_k")
     mode: Mode = "hybrid"
     filter: dict[str, Any] | None = Field(None, description="closed vocabulary: collection, document_ids, "
-                                          "tags_any, tags_all, mime, created_after, created_before, metadata")
+                                          "tags_any, tags_all, mime, created_after, created_before, metadata, "
+                                          "acl_any (rows with no acl or sharing a principal)")
     rerank: bool | None = Field(None, description="None: rerank when a reranker is configured")
     context_chars: int = Field(0, ge=0, strict=True, description="0: no context; else each chunk hit gets up to this many "
                                "characters of neighbouring chunks of its section as `context` (ranking unchanged)")

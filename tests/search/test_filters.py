@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from kb_ray.errors import FilterError
@@ -32,3 +33,14 @@ def test_badly_typed_filters_raise(raw):
 def test_empty_filters_are_empty():
     assert parse_filters(None).is_empty and parse_filters({}).is_empty
     assert parse_filters({"created_before": "2025-01-01"}).created_before.tzinfo is not None
+
+
+def test_acl_any_keeps_rows_with_no_acl_or_a_shared_principal():
+    table = pa.table({name: pa.array([None] * 4, pa.string()) for name in ("collection", "document_id", "mime")})
+    table = table.append_column("tags", pa.array([[]] * 4, pa.list_(pa.string())))
+    table = table.append_column("created_at", pa.array([None] * 4, pa.timestamp("us", tz="UTC")))
+    table = table.append_column("acl", pa.array([[], ["alice"], ["bob", "eng"], None], pa.list_(pa.string())))
+    mask = parse_filters({"acl_any": ["eng", "carol"]}).mask(table, lambda name: [])
+    assert mask.tolist() == [True, False, True, True]
+    with pytest.raises(FilterError):
+        parse_filters({"acl_any": "eng"})
