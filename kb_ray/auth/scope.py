@@ -60,6 +60,13 @@ def scoped_filter(raw: dict[str, Any] | None, *, collections: list[str], princip
     return scoped
 
 
-def may_see_collection(caller: Caller | None, collection: str | None, *, collections: list[str] | None) -> bool:
-    """Whether a document of ``collection`` is visible (``caller`` None: auth is off)."""
-    return caller is None or (collections is not None and collection in collections)
+def may_see_document(caller: Caller | None, document: dict[str, Any], *, collections: list[str] | None) -> bool:
+    """Whether ``document`` (a row with ``collection`` and ``acl``) is visible to ``caller``: its
+    collection is the tenant's, and its acl is empty or shares a principal with the key
+    (``caller`` None: auth is off, everything is visible)."""
+    if caller is None:
+        return True
+    if collections is None or document.get("collection") not in collections:
+        return False
+    acl = document.get("acl") or []
+    return not acl or bool(set(acl) & set(caller.principals))

@@ -8,7 +8,7 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
 
 _DOCUMENT_SQL = """
-SELECT d.document_id, d.collection, d.uri, d.title, d.mime, d.tags, d.active_version_id,
+SELECT d.document_id, d.collection, d.uri, d.title, d.mime, d.tags, d.acl, d.metadata_json, d.active_version_id,
        d.created_at, d.updated_at, d.deleted_at, v.raw_sha, v.text_sha, v.n_pages, v.n_chunks, v.pipeline_fp
 FROM documents d LEFT JOIN versions v ON v.version_id = d.active_version_id
 WHERE d.document_id = $document_id

@@ -30,6 +30,7 @@ from ray.exceptions import RayActorError
 from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
 from kb_ray.search.errors import SearchRequestError, query_too_long
+from kb_ray.auth.scope import may_see_document
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
 from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response
@@ -228,8 +229,8 @@ class SearchIngress:
 
         catalog = DeltaCatalog.open(self.config.kb_root, storage_options=self.config.storage_options, create=False)
         view = document_view(catalog, document_id)
-        collections = self.auth.collections(caller_of(http))
-        if view is None or (collections is not None and view.get("collection") not in collections):
+        caller = caller_of(http)
+        if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
             raise HTTPException(404, f"no document {document_id}")  # another tenant's: 404, not 403
         return JSONResponse(view)
 

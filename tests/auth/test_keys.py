@@ -7,7 +7,8 @@ import time
 import pytest
 
 from kb_ray.auth.keys import ApiKeyStore, UnknownKeyError, split_key
-from kb_ray.auth.scope import required_role, role_allows, scoped_filter
+from kb_ray.auth.keys import Caller
+from kb_ray.auth.scope import may_see_document, required_role, role_allows, scoped_filter
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import AuthSettings
 from kb_ray.errors import KbRayError
@@ -68,14 +69,24 @@ def test_the_role_table_denies_by_default():
 def test_the_scope_narrows_and_never_widens(client, expected):
     scoped = scoped_filter(client, collections=["beta", "beta-archive"], principals=("p1",))
     assert scoped["collection"] == expected
-    assert scoped.get("acl_any") == (["p1"] if "acl_any" in FILTER_KEYS else None)
+    assert "acl_any" in FILTER_KEYS and scoped["acl_any"] == ["p1"]
 
 
 def test_a_client_cannot_claim_principals():
     scoped = scoped_filter({"acl_any": ["ceo"], "tags_any": ["x"]}, collections=["acme"], principals=())
-    assert scoped.get("acl_any") in (None, []) and scoped["tags_any"] == ["x"]
+    assert scoped["acl_any"] == [] and scoped["tags_any"] == ["x"]
 
 
 def test_a_tenant_without_an_entry_owns_its_namesake_collection():
     settings = AuthSettings(enabled=True, tenants={"beta": ["beta", "beta-archive"]})
     assert settings.collections_of("acme") == ["acme"] and settings.collections_of("beta") == ["beta", "beta-archive"]
+
+
+def test_a_document_is_visible_only_in_the_tenants_collections_and_to_its_acl():
+    caller = Caller(key_id="k", tenant="acme", role="reader", principals=("eng",))
+    own = ["acme"]
+    assert may_see_document(None, {"collection": "other", "acl": ["x"]}, collections=None)  # auth off
+    assert may_see_document(caller, {"collection": "acme", "acl": []}, collections=own)
+    assert may_see_document(caller, {"collection": "acme", "acl": ["eng", "ops"]}, collections=own)
+    assert not may_see_document(caller, {"collection": "acme", "acl": ["ops"]}, collections=own)
+    assert not may_see_document(caller, {"collection": "beta", "acl": []}, collections=own)
