@@ -27,10 +27,10 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.exceptions import RayActorError
 
+from kb_ray.auth.scope import may_see_document
 from kb_ray.config import KbConfig
 from kb_ray.errors import FilterError, KbRayError
 from kb_ray.search.errors import SearchRequestError, query_too_long
-from kb_ray.auth.scope import may_see_document
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
 from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response

@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from kb_ray.auth.keys import ApiKeyStore, UnknownKeyError, split_key
-from kb_ray.auth.keys import Caller
+from kb_ray.auth.keys import ApiKeyStore, Caller, UnknownKeyError, split_key
 from kb_ray.auth.scope import may_see_document, required_role, role_allows, scoped_filter
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import AuthSettings
