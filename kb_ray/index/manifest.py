@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_FORMAT_VERSION = 2  # 2: the bm25 channel index (kb_ray.index.channels) and its files
+INDEX_FORMAT_VERSION = 3  # 2: the bm25 channel index (kb_ray.index.channels); 3: lineage columns in hydration
 MANIFEST_NAME = "manifest.json"
 HYDRATION_FILE = "hydration.parquet"
 DENSE_FILE = "dense.faiss"

@@ -33,13 +33,17 @@ HYDRATION_SCHEMA = pa.schema([
     ("spans", pa.list_(SPAN)), ("pages", pa.list_(pa.int32())), ("regions", pa.list_(REGION)),
     ("ordinal", pa.int32()), ("chunk_kind", pa.string()),
     ("element_regions", pa.list_(ELEMENT_REGION)), ("acl", pa.list_(pa.string())),
+    # lineage (#16 item 7): the facts of the indexed version, copied from ``versions``
+    ("run_id", pa.string()), ("parser", pa.string()), ("parser_fp", pa.string()),
+    ("chunker_fp", pa.string()), ("pipeline_fp", pa.string()),
 ])
 
 _ACTIVE_CHUNKS = """
     SELECT c.chunk_id, d.document_id, vc.version_id, coalesce(d.title, v.title) AS title, d.uri,
            d.collection, d.tags, coalesce(d.mime, v.mime) AS mime, d.created_at, d.metadata_json,
            c.text, c.heading_path, vc.spans, vc.pages, vc.regions, vc.ordinal, c.kind AS chunk_kind,
-           c.embed_text_sha, vc.element_ids, coalesce(d.acl, []::VARCHAR[]) AS acl
+           c.embed_text_sha, vc.element_ids, coalesce(d.acl, []::VARCHAR[]) AS acl,
+           v.run_id, v.parser, v.parser_fp, v.chunker_fp, v.pipeline_fp
     FROM documents d
     JOIN versions v ON v.version_id = d.active_version_id
     JOIN version_chunks vc ON vc.version_id = d.active_version_id
@@ -91,9 +95,9 @@ def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str) -> 
         raise CatalogError(f"{missing} active chunks have no embedding from {embedder_fp}: finish or rerun "
                            "the ingest (it embeds missing chunks) before building an index")
     regions = element_regions(connection, result)
-    hydration = result.drop_columns(["vector", "element_ids", "acl"]).append_column(
-        "element_regions", pa.array(regions, pa.list_(ELEMENT_REGION))).append_column(
-        "acl", result.column("acl")).cast(HYDRATION_SCHEMA)
+    hydration = result.drop_columns(["vector", "element_ids"]).append_column(
+        "element_regions", pa.array(regions, pa.list_(ELEMENT_REGION))).select(HYDRATION_SCHEMA.names).cast(
+        HYDRATION_SCHEMA)
     return hydration, vectors
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb_ray.index.manifest import GenerationManifest
 from kb_ray.search.evidence import ChunkText
 from kb_ray.search.shard import SearchShard
 
@@ -34,7 +35,21 @@ def gather(per_shard: list[tuple[SearchShard, tuple]], n: int) -> list[tuple[str
 GENERATED_CHUNK_KINDS = frozenset({"figure_description"})  # model-written text: nothing in the document to quote
 
 
-def hydrate(candidate: Candidate, shard: SearchShard, *, score: float) -> dict[str, Any]:
+def lineage(row: dict[str, Any], manifest: GenerationManifest | None) -> dict[str, Any]:
+    """How a hit was made: the ingest run and parser/chunker of its version, the embedder and
+    catalog versions of its generation. ``parser_version`` is the parser fingerprint (``parser_fp``);
+    version facts are ``None`` in generations built before format 3."""
+    return {
+        "run_id": row.get("run_id"), "parser": row.get("parser"), "parser_version": row.get("parser_fp"),
+        "chunker": row.get("chunker_fp"), "pipeline_fp": row.get("pipeline_fp"),
+        "embedder": manifest.embedder_fp if manifest else None,
+        "generation": manifest.generation_id if manifest else None,
+        "catalog_versions": dict(manifest.catalog_versions) if manifest else {},
+    }
+
+
+def hydrate(candidate: Candidate, shard: SearchShard, *, score: float,
+            manifest: GenerationManifest | None = None) -> dict[str, Any]:
     """The hit dict the API returns; ``quote`` is the canonical text at the chunk's spans,
     ``None`` for a generated chunk (a figure's caption by a VLM), which cites its figure's
     page and box through ``regions`` instead."""
@@ -50,6 +65,7 @@ def hydrate(candidate: Candidate, shard: SearchShard, *, score: float) -> dict[s
         "pages": list(row["pages"] or []),
         "regions": [{"page": r["page"], "bbox": [round(r[c], 4) for c in ("x0", "y0", "x1", "y1")]} for r in row["regions"] or []],
         "heading_path": list(row["heading_path"] or []), "ordinal": row.get("ordinal"),
+        "lineage": lineage(row, manifest),
     }
 
 

@@ -299,7 +299,7 @@ class HybridSearcher:
         if candidate.shard == PAGE_SHARD:
             return loaded.pages.hydrate(candidate.row, query=query, score=score, ranks=candidate.ranks,
                                         scores=candidate.scores)
-        return hydrate(candidate, loaded.shards[candidate.shard], score=score)
+        return hydrate(candidate, loaded.shards[candidate.shard], score=score, manifest=loaded.manifest)
 
     def _get_embedder(self) -> Any:
         if self._embedder is None:

@@ -128,3 +128,18 @@ def test_tiny_cross_encoder_reranks(golden_kb, tmp_path, text_embedder):
     assert sorted(h["ranks"]["rerank"] for h in result.hits) == [1, 2, 3, 4, 5]
     assert "rerank" in result.timing_ms
     assert searcher.search("AquaFlow pump seal kit", k=5, rerank=False).reranked is False
+
+
+def test_every_hit_carries_lineage_of_its_run_and_generation(searcher, golden_kb):
+    hits = searcher.search(GOLDEN_QUERIES[0][0], k=5).hits
+    catalog = DeltaCatalog(golden_kb)
+    run_ids = set(catalog.read("ingest_runs").column("run_id").to_pylist())
+    chunk_hits = [hit for hit in hits if hit["kind"] == "chunk"]
+    assert chunk_hits
+    for hit in chunk_hits:
+        lineage = hit["lineage"]
+        assert set(lineage) == {"run_id", "parser", "parser_version", "chunker", "embedder", "pipeline_fp",
+                                "generation", "catalog_versions"}
+        assert lineage["run_id"] in run_ids and lineage["generation"] == searcher.generation
+        assert lineage["parser"] and lineage["parser_version"] and lineage["chunker"] and lineage["embedder"]
+        assert lineage["catalog_versions"]["documents"] >= 0

@@ -48,6 +48,7 @@ def test_a_known_answer_comes_back_cited_with_page_and_box(service):
     region = hit["regions"][0]
     assert region["page"] in hit["pages"] and all(0 <= v <= 1 for v in region["bbox"])
     assert set(hit["ranks"]) >= {"dense", "lexical", "fused"} and "total_service" in result["timing_ms"]
+    assert all(h["lineage"]["generation"] == result["generation"] and h["lineage"]["run_id"] for h in result["hits"])
 
 
 def test_hits_carry_evidence_confidence_and_context_and_the_response_abstain(service):
