@@ -50,9 +50,11 @@ def gaps(cache_dir: Path) -> dict[str, np.ndarray]:
 
 
 def test_mixed_vectors_are_within_their_measured_tolerance(gaps: dict[str, np.ndarray]) -> None:
-    # Measured on 1,605 realdocs chunks (benchmarks/results/embed.md): max 1.1e-2, mean 2.5e-3
+    # Measured on 1,605 realdocs chunks (benchmarks/results/embed.md): max 1.1e-2, mean 2.5e-3 on the
+    # machine of that benchmark; on these golden texts an AVX2-only AMD EPYC (no VNNI) gives max 8.3e-3,
+    # mean 4.4e-3: onnxruntime's int8 kernels differ by instruction set, so the bound covers both.
     mixed = gaps["onnx-int8-mixed"]
-    assert mixed.max() < 1.5e-2 and mixed.mean() < 4e-3
+    assert mixed.max() < 1.5e-2 and mixed.mean() < 6e-3
     assert mixed.mean() < 0.6 * gaps["onnx-int8"].mean()  # the fp32 parts matter: clearly closer than full int8
 
 
