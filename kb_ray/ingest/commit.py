@@ -155,12 +155,12 @@ class MicroBatchCommitter:
             return
         now = datetime.now(timezone.utc)
         blank = DocumentMetadata()
+        metas = [self.metadata.get(row["document_id"], blank) for row in rows]
         documents = to_table("documents", [{
             "document_id": row["document_id"], "collection": row["collection"], "key": row["key"], "uri": row["uri"],
-            "title": self.metadata.get(row["document_id"], blank).title or row["title"], "mime": row["mime"],
-            **_metadata_columns(self.metadata.get(row["document_id"], blank)),
+            "title": meta.title or row["title"], "mime": row["mime"], **_metadata_columns(meta),
             "active_version_id": row["version_id"], "created_at": now, "updated_at": now, "deleted_at": None,
-        } for row in rows])
+        } for row, meta in zip(rows, metas)])
         self.catalog.merge_upsert("documents", documents, keys=["document_id"], keep_on_update=["created_at"],
                                   app_id=self.app_id, app_version=batch_no)
         self._written.add("documents")

@@ -49,10 +49,6 @@ class DocumentMetadata:
         return json.dumps(self.metadata, sort_keys=True, default=str)
 
 
-def is_sidecar(uri: str) -> bool:
-    return uri.endswith(SIDECAR_SUFFIXES)
-
-
 def validated(data: Any, *, where: str) -> dict[str, Any]:
     """``data`` checked as a metadata mapping; anything else raises :class:`MetadataError`."""
     if data is None:
