@@ -282,8 +282,6 @@ class ServeSettings(_Settings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     upload_max_bytes: int = Field(64 << 20, ge=1, description="largest POST /v1/documents body (413 over it; "
                                   "every other route stays at 1 MiB); docs/upload.md")
-    upload_poll_s: float = Field(5.0, gt=0, description="how often the upload worker looks for queued uploads "
-                                 "besides being woken by each upload (a restart's leftovers)")
 
 
 REFUSAL = "The knowledge base has no passage that answers this."

@@ -24,8 +24,8 @@ from kb_ray.ingest.metadata_plan import MetadataPlan, failed_rows_table, resolve
 from kb_ray.ingest.planning import IngestPlan, plan_ingest
 from kb_ray.ingest.progress import IngestProgress, ProgressCallback
 from kb_ray.ingest.report import IngestReport
-from kb_ray.ingest.upload_plan import UploadedFile, plan_uploads
 from kb_ray.ingest.rows import to_table
+from kb_ray.ingest.upload_plan import UploadedFile, plan_uploads
 from kb_ray.processing import DocumentProcessor
 from kb_ray.runtime import code_version
 

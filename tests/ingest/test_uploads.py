@@ -137,3 +137,22 @@ def test_fetch_reads_the_location_and_keep_raw_stores_listed_sources(tmp_path):
     assert out.column("data").to_pylist() == [b"uploaded bytes", b"listed bytes"]
     assert sorted(raw.list_shas()) == sorted(ids.sha256_bytes(d) for d in (b"uploaded bytes", b"listed bytes"))
     assert FetchStage(storage_options={}, pipeline_fp="fp").raw_blobs is None  # ingest.keep_raw off: nothing kept
+
+
+def test_a_batch_plan_never_counts_uploaded_documents_as_vanished(catalog):
+    from kb_ray.ingest.listing import LISTING_SCHEMA
+    from kb_ray.ingest.planning import plan_ingest
+
+    sources = pa.Table.from_pylist([
+        {"collection": "c", "uri": uri, "key": uri, "document_id": ids.document_id(collection="c", key=uri),
+         "status": "present"} for uri in ("upload://c/up.md", "/data/c/gone.txt")], schema=catalog.read("sources").schema)
+    catalog.append("sources", sources)
+    plan = plan_ingest(LISTING_SCHEMA.empty_table(), catalog=catalog, collection="c", pipeline_fp="fp")
+    assert plan.vanished.column("uri").to_pylist() == ["/data/c/gone.txt"]
+
+
+def test_the_raw_blob_store_travels_to_ray_workers_by_pickle(tmp_path):
+    import pickle
+
+    store = pickle.loads(pickle.dumps(BlobStore(str(tmp_path), kind="raw")))
+    assert store.get(store.put_bytes(b"pickled")) == b"pickled"
