@@ -41,8 +41,9 @@ def service(ray_session, tmp_path_factory):
     for number in range(3):
         (sources / f"acme-{number}.txt").write_text(f"acme note {number}: valve pressure inspection schedule.\n")
     report = run_ingest(golden_config(kb_root, f"ingest.sources=[{sources}]", "ingest.collection=acme",
-                                      "embedding.num_threads=1"))
+                                      "embedding.num_threads=1", "ingest.keep_raw=true"))
     assert report.status == "succeeded", report.to_dict()
+    _check_raw_blobs_kept(kb_root, sources)
     config = golden_config(kb_root, "embedding.num_threads=1", "search.evidence=lexical",
                            f"serve.upload_max_bytes={UPLOAD_LIMIT}")
     build_index(config)
@@ -53,6 +54,13 @@ def service(ray_session, tmp_path_factory):
     start_service(config, port=PORT)
     yield {"config": config, "keys": keys, "root": root, "kb_root": kb_root}
     stop_service()
+
+
+def _check_raw_blobs_kept(kb_root: Path, sources: Path) -> None:
+    """``ingest.keep_raw``: each source's bytes are in blobs/raw under its version's raw_sha."""
+    shas = DeltaCatalog.open(str(kb_root), create=False).read("versions").column("raw_sha").to_pylist()
+    kept = {(kb_root / "blobs" / "raw" / sha[:2] / sha).read_bytes() for sha in shas}
+    assert len(shas) == 3 and kept == {path.read_bytes() for path in sources.iterdir()}
 
 
 def _auth(key: str) -> dict[str, str]:
