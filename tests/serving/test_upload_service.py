@@ -91,15 +91,19 @@ def search(key: str, query: str, **filters) -> list[dict]:
 
 def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_at_once(service):
     keys, kb_root = service["keys"], service["kb_root"]
-    sent = upload(keys["acme-writer"], [("../../zephyrine.md", NOTE_V1)], tags="pumps, spring",
-                  metadata='{"owner": "ops"}', acl="")
+    sent = upload(keys["acme-writer"], [("../../zephyrine.md", NOTE_V1), ("blank.txt", b"")],
+                  tags="pumps, spring", metadata='{"owner": "ops"}', acl="")
     assert sent.status_code == 202, sent.text
     body = sent.json()
     sha = ids.sha256_bytes(NOTE_V1)
-    assert body["collection"] == "acme" and body["files"] == [{"name": "zephyrine.md", "sha256": sha, "bytes": len(NOTE_V1)}]
+    assert body["collection"] == "acme" and body["files"] == [
+        {"name": "zephyrine.md", "sha256": sha, "bytes": len(NOTE_V1)},
+        {"name": "blank.txt", "sha256": ids.sha256_bytes(b""), "bytes": 0}]
     assert (kb_root / "blobs" / "raw" / sha[:2] / sha).read_bytes() == NOTE_V1
     status = wait_for_ingest(keys["acme-writer"], body["ingest_id"])
     assert status["status"] == "done" and status["files"][0]["action"] == "new", status
+    assert (status["files"][1]["status"], status["files"][1]["action"], status["files"][1]["reason"]) == (
+        "failed", "failed", "empty"), status
     document_id = status["files"][0]["document_id"]
     assert httpx.get(f"{URL}/v1/ingests/{body['ingest_id']}", headers=_auth(keys["beta-writer"])).status_code == 404
     catalog = DeltaCatalog.open(str(kb_root), create=False)
