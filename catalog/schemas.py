@@ -296,12 +296,31 @@ API_KEYS = _table(
     ("principals", pa.list_(pa.string())), ("created_at", TIMESTAMP), ("revoked_at", TIMESTAMP),
 )
 
+UPLOADS = _table(
+    "uploads",
+    ("ingest_id", "file_no"),
+    """The queue of files sent to ``POST /v1/documents`` (kb_ray/ingest/uploads.py, docs/upload.md):
+    one row per file of an upload (``ingest_id``; ``file_no`` its place in the request), from the
+    caller's ``tenant``, with its sanitized display ``name``, the document ``uri``
+    (``upload://<collection>/<name>``) and ``document_id`` it becomes, the bytes' ``raw_sha`` (the
+    blob ``blobs/raw/<sha[:2]>/<sha>``) and ``bytes``, the form's ``tags``, ``acl`` and
+    ``metadata_json``. ``status`` is queued | running | done | failed; once ingested, ``run_id``
+    (the ingest run that took it), ``action`` (new | changed | unchanged | failed), ``reason`` (a
+    code of kb_ray/outcomes.py), ``detail`` and ``version_id`` say how it went.""",
+    ("ingest_id", pa.string()), ("file_no", pa.int32()), ("tenant", pa.string()), ("collection", pa.string()),
+    ("name", pa.string()), ("uri", pa.string()), ("document_id", pa.string()), ("raw_sha", pa.string()),
+    ("bytes", pa.int64()), ("tags", pa.list_(pa.string())), ("acl", pa.list_(pa.string())),
+    ("metadata_json", pa.string()), ("status", pa.string()), ("run_id", pa.string()), ("action", pa.string()),
+    ("reason", pa.string()), ("detail", pa.string()), ("version_id", pa.string()), ("created_at", TIMESTAMP),
+    ("updated_at", TIMESTAMP),
+)
+
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
         EMBEDDINGS, PAGE_EMBEDDINGS, ENRICHMENTS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
-        ANSWERS, FEEDBACK, LEASES, API_KEYS,
+        ANSWERS, FEEDBACK, LEASES, API_KEYS, UPLOADS,
     )
 }
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)

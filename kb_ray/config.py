@@ -172,6 +172,9 @@ class IngestSettings(_Settings):
     include: list[str] = Field(default_factory=lambda: ["**/*"])
     sync: Literal["none", "incremental", "full"] = "incremental"
     follow_symlinks: bool = False  # read local files whose symlinks lead outside the source directories
+    keep_raw: bool = Field(False, description="also store each source's bytes in blobs/raw/<sha[:2]>/<sha> "
+                           "(versions.raw_sha names them), so a citation renders after its source changed; "
+                           "uploads are always stored")
     micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
     compact_every_batches: int = Field(32, ge=0, description="compact the small files micro-batches add every "
                                        "N micro-batches, so lookups stay flat as the catalog grows (0: never)")
@@ -277,6 +280,8 @@ class ServeSettings(_Settings):
     embedder_num_gpus: float = 0.0
     reranker_num_gpus: float = 0.0
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    upload_max_bytes: int = Field(64 << 20, ge=1, description="largest POST /v1/documents body (413 over it; "
+                                  "every other route stays at 1 MiB); docs/upload.md")
 
 
 REFUSAL = "The knowledge base has no passage that answers this."

@@ -42,3 +42,12 @@ class CatalogBusyError(CatalogError):
 
 class FilterError(KbRayError):
     """A search filter names an unknown field or cannot be applied."""
+
+
+class UploadError(KbRayError):
+    """An upload the service refuses before queueing it: ``status`` is its HTTP code (400 a bad
+    name or field, 413 too large, 415 a type no parser takes)."""
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        self.status = status
+        super().__init__(message)

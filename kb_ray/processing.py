@@ -42,13 +42,18 @@ def wordpiece_budget(model_dir: Path) -> int:
     return read_model_layout(model_dir).max_seq_length - SPECIAL_TOKENS
 
 
+def parse_routes(settings: ParseSettings) -> dict[str, list[str]]:
+    """MIME type → parsers: from config, else the defaults (PDFs to ``docling_pdf`` first when it is enabled)."""
+    return settings.routes or (DOCLING_PDF_ROUTES if settings.docling.enabled else DEFAULT_ROUTES)
+
+
 def build_router(settings: ParseSettings) -> ParserRouter:
     """Routes from config, else the defaults (PDFs to ``docling_pdf`` first when it is enabled)."""
     memory = settings.max_memory_mb * 1024 * 1024 if settings.max_memory_mb else None
     limits = ParseLimits(max_bytes=settings.max_bytes, max_pages=settings.max_pages, max_seconds=settings.max_seconds,
                          max_memory_bytes=memory, max_nesting=settings.max_nesting,
                          max_image_pixels=settings.max_image_pixels)
-    routes = settings.routes or (DOCLING_PDF_ROUTES if settings.docling.enabled else DEFAULT_ROUTES)
+    routes = parse_routes(settings)
     options = {"pdf_text": {"figure_crops": settings.figure_crops, "crop_dpi": settings.figure_crop_dpi,
                             "tables": settings.pdf_tables, "table_seconds": settings.pdf_table_seconds},
                "docling_pdf": {"settings": settings.docling}}

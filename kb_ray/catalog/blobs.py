@@ -1,21 +1,29 @@
-"""``BlobStore``: content-addressed PNGs under ``{kb_root}/blobs/<kind>/`` — rendered pages
-(``pages``) and figure crops (``figures``).
+"""``BlobStore``: content-addressed blobs under ``{kb_root}/blobs/<kind>/`` — rendered pages
+(``pages``) and figure crops (``figures``) as PNGs, and source bytes (``raw``: uploads, and
+batch sources with ``ingest.keep_raw``) as they came.
 
-A blob's name is its sha256 (``<sha[:2]>/<sha>.png``), so writing is idempotent and an
-unchanged page costs one existence check. Files go through the filesystem that
+A blob's name is its sha256 (``<sha[:2]>/<sha>.png``; a raw blob has no suffix:
+``<sha[:2]>/<sha>``), so writing is idempotent and an unchanged page costs one existence
+check. A name never comes from a client: :meth:`BlobStore.put_bytes` hashes the bytes itself.
+``kb-ray purge`` does not delete raw blobs yet (queued uploads and citations of changed
+sources read them). Files go through the filesystem that
 :func:`kb_ray.catalog.storage.filesystem` builds from the catalog's storage options
 (local disk, S3, or any fsspec URI), so blobs live wherever the Delta tables live.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 
 import pyarrow.fs as pafs
 
 from kb_ray.catalog.storage import ensure_dir, filesystem, join_uri, normalize_root
 
-BLOB_KINDS = ("pages", "figures")
+BLOB_KINDS = ("pages", "figures", "raw")
+_SUFFIX = {"pages": ".png", "figures": ".png", "raw": ""}
+_SHA = re.compile(r"[0-9a-f]{64}")
 
 
 class BlobStore:
@@ -23,14 +31,15 @@ class BlobStore:
         if kind not in BLOB_KINDS:
             raise ValueError(f"unknown blob kind {kind!r}; one of {BLOB_KINDS}")
         self.root = join_uri(normalize_root(kb_root), "blobs", kind)
+        self.suffix = _SUFFIX[kind]
         self.storage_options = dict(storage_options or {})
         self._fs, self._root_path = filesystem(self.root, self.storage_options)
 
     def uri(self, sha: str) -> str:
-        return join_uri(self.root, sha[:2], f"{sha}.png")
+        return join_uri(self.root, sha[:2], f"{_checked(sha)}{self.suffix}")
 
     def _path(self, sha: str) -> str:
-        return f"{self._root_path.rstrip('/')}/{sha[:2]}/{sha}.png"
+        return f"{self._root_path.rstrip('/')}/{sha[:2]}/{_checked(sha)}{self.suffix}"
 
     def exists(self, sha: str) -> bool:
         return self._fs.get_file_info(self._path(sha)).type != pafs.FileType.NotFound
@@ -46,16 +55,30 @@ class BlobStore:
         self._fs.move(temp, self._path(sha))
         return True
 
+    def put_bytes(self, data: bytes) -> str:
+        """Store ``data`` under its own sha256 (written once); returns the sha."""
+        sha = hashlib.sha256(data).hexdigest()
+        self.put(sha, data)
+        return sha
+
     def get(self, sha: str) -> bytes:
         with self._fs.open_input_stream(self._path(sha)) as stream:
             return stream.read()
 
     def list_shas(self) -> list[str]:
         selector = pafs.FileSelector(self._root_path, recursive=True, allow_not_found=True)
-        return sorted(info.base_name[:-4] for info in self._fs.get_file_info(selector)
-                      if info.type == pafs.FileType.File and info.base_name.endswith(".png"))
+        names = (info.base_name for info in self._fs.get_file_info(selector) if info.type == pafs.FileType.File)
+        return sorted(name[:len(name) - len(self.suffix)] for name in names
+                      if name.endswith(self.suffix) and _SHA.fullmatch(name[:len(name) - len(self.suffix)]))
 
     def delete(self, shas: list[str]) -> int:
         for sha in shas:
             self._fs.delete_file(self._path(sha))
         return len(shas)
+
+
+def _checked(sha: str) -> str:
+    """``sha`` when it is a lowercase sha256 hex digest: a blob path is built from nothing else."""
+    if not _SHA.fullmatch(sha or ""):
+        raise ValueError(f"not a sha256 hex digest: {sha!r}")
+    return sha

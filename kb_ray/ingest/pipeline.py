@@ -92,7 +92,8 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipel
     processing = {"parse": config.parse, "chunking": config.chunking, "captions": config.enrich.captions}
     fetch: list[StageSpec] = [(FetchStage, {"storage_options": config.storage_options, "pipeline_fp": pipeline_fp,
                                             "local_roots": local_source_roots(config.ingest.source_uris),
-                                            "follow_symlinks": config.ingest.follow_symlinks})]
+                                            "follow_symlinks": config.ingest.follow_symlinks,
+                                            "raw_blobs": _raw_blobs(config)})]
     if config.parse.docling.enabled:
         from kb_ray.ingest.stages.model_parse import ModelParseStage
 
@@ -115,6 +116,15 @@ def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipel
             dataset = _actor_stage(dataset, [(stage, {**storage, "pages": config.pages})], resources, collector)
     return _actor_stage(dataset, [(EmbedWriteStage, {**storage, "embedding": config.embedding})], config.ray.embed,
                         collector, batch_size=config.ingest.micro_batch_docs)  # one output row = one micro-batch
+
+
+def _raw_blobs(config: KbConfig):
+    """The raw blob store the fetch stage keeps source bytes in (``ingest.keep_raw``), else None."""
+    from kb_ray.catalog.blobs import BlobStore
+
+    if not config.ingest.keep_raw:
+        return None
+    return BlobStore(config.kb_root, kind="raw", storage_options=config.storage_options)
 
 
 def local_source_roots(sources: list[str]) -> list[str]:

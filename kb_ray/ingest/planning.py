@@ -5,7 +5,8 @@ consumes straight into its own temporary table; no Python-side table of every fi
 ever built. Out come three Arrow tables: ``todo`` (new or possibly changed files, to fetch
 and hash), ``unchanged`` (same size and mtime as last time, active under the same
 pipeline: never read again; its rows carry ``action`` and go to the commit as Arrow
-columns) and ``vanished`` (in the catalog, gone from the listing). Ids are computed in
+columns) and ``vanished`` (in the catalog, gone from the listing; never an uploaded
+document, ``upload://…``, which no listing holds: docs/upload.md). Ids are computed in
 SQL exactly as :func:`kb_ray.ids.document_id` does, so no per-file Python runs here.
 """
 
@@ -39,7 +40,7 @@ _VANISHED_SQL = """
 SELECT s.collection, s.uri, s.key, s.document_id, d.active_version_id AS prior_version_id, 'deleted' AS action
 FROM sources s
 LEFT JOIN documents d ON d.document_id = s.document_id
-WHERE s.collection = $collection AND s.status <> 'vanished'
+WHERE s.collection = $collection AND s.status <> 'vanished' AND NOT starts_with(s.uri, 'upload://')
   AND NOT EXISTS (SELECT 1 FROM plan l WHERE l.collection = s.collection AND l.uri = s.uri)
 """
 

@@ -13,7 +13,8 @@ Fields, by group:
 
 Source — ``collection``, ``uri``, ``key`` (path under the source root), ``size`` (bytes),
 ``mtime``, ``document_id`` (``ids.document_id``), ``prior_version_id`` (the document's
-active version before this run, null for a new file).
+active version before this run, null for a new file), ``location`` (where the bytes are
+read when not at ``uri``: an upload's raw blob; null for a listed source).
 
 Fetch — ``raw_sha`` (sha256 of the bytes), ``version_id`` (``ids.version_id`` of
 document, bytes and pipeline fingerprint), ``fetch_seconds``; ``data`` (the bytes, only
@@ -48,6 +49,7 @@ SOURCE_FIELDS = [
     pa.field("collection", pa.string()), pa.field("uri", pa.string()), pa.field("key", pa.string()),
     pa.field("size", pa.int64()), pa.field("mtime", pa.timestamp("us", tz="UTC")),
     pa.field("document_id", pa.string()), pa.field("prior_version_id", pa.string()),
+    pa.field("location", pa.string()),
 ]
 FETCH_FIELDS = [pa.field("raw_sha", pa.string()), pa.field("version_id", pa.string()),
                 pa.field("fetch_seconds", pa.float64())]

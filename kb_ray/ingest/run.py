@@ -1,4 +1,7 @@
-"""``run_ingest``: list → plan → Ray Data pipeline → commit micro-batches → report."""
+"""``run_ingest``: list → plan → Ray Data pipeline → commit micro-batches → report.
+
+``uploads`` replaces the listing with explicit files (kb_ray/ingest/upload_plan.py): the same
+pipeline and commit, for the files ``POST /v1/documents`` queued (docs/upload.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from kb_ray.ingest.planning import IngestPlan, plan_ingest
 from kb_ray.ingest.progress import IngestProgress, ProgressCallback
 from kb_ray.ingest.report import IngestReport
 from kb_ray.ingest.rows import to_table
+from kb_ray.ingest.upload_plan import UploadedFile, plan_uploads
 from kb_ray.processing import DocumentProcessor
 from kb_ray.runtime import code_version
 
@@ -29,11 +33,11 @@ logger = logging.getLogger(__name__)
 
 
 def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_progress: ProgressCallback | None = None,
-               verbose: bool = False) -> IngestReport:
-    """Ingest the configured sources; ``on_progress`` hears after each committed micro-batch,
-    ``verbose`` lets Ray's own INFO output through to the console."""
+               verbose: bool = False, uploads: list[UploadedFile] | None = None) -> IngestReport:
+    """Ingest the configured sources (or only ``uploads``, when given); ``on_progress`` hears
+    after each committed micro-batch, ``verbose`` lets Ray's own INFO output through to the console."""
     started = time.perf_counter()
-    if not config.ingest.sources:
+    if not config.ingest.sources and not uploads:
         raise SourceError("no sources to ingest: set ingest.sources in the config or pass --source")
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options)
     check_embedder(catalog, config)
@@ -52,16 +56,17 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
                                         compact_every_batches=config.ingest.compact_every_batches,
                                         before_commit=lease.check)
         _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
-                           on_progress=on_progress, verbose=verbose)
+                           on_progress=on_progress, verbose=verbose, uploads=uploads)
     return report
 
 
 def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: MicroBatchCommitter,
                        report: IngestReport, started: float, on_progress: ProgressCallback | None,
-                       verbose: bool) -> None:
+                       verbose: bool, uploads: list[UploadedFile] | None) -> None:
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
     try:
-        plan, metadata = _plan(catalog, config)
+        plan, metadata = plan_uploads(uploads, catalog=catalog, pipeline_fp=_pipeline_fp(config),
+                                      storage_options=config.storage_options) if uploads else _plan(catalog, config)
         committer.metadata = metadata.documents
         report.documents["seen"] = plan.seen + len(metadata.failed)
         _run_pipeline(plan.todo, config=config, committer=committer, report=report,

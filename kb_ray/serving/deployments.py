@@ -12,7 +12,9 @@
 * ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx (kb_ray/serving/http_guards.py);
   a search or embedding whose replica died is sent once more (``call_once_more_if_replica_died``); and
   ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path), logged to the
-  ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py).
+  ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py); uploads
+  (``POST /v1/documents``, ``GET /v1/ingests/{id}``) and ``DELETE /v1/documents/{id}``
+  through kb_ray/serving/uploads.py (docs/upload.md).
 """
 
 # No "from __future__ import annotations": FastAPI must see the real request types.
@@ -29,11 +31,11 @@ from ray.exceptions import RayActorError
 
 from kb_ray.auth.scope import may_see_document
 from kb_ray.config import KbConfig
-from kb_ray.errors import FilterError, KbRayError
+from kb_ray.errors import FilterError, KbRayError, UploadError
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
-from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response
+from kb_ray.serving.http_guards import BodySizeLimit, allow_larger_body, validation_error_response
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
@@ -108,6 +110,11 @@ class ShardSearcher:
             return {"error": str(exc)}
         return result.to_dict()
 
+    def invalidate_gate(self) -> None:
+        """Re-read the active versions on the next search (a delete just committed). Only this
+        replica: another one sees the delete within ``search.gate_max_age_s``."""
+        self.searcher.gate.invalidate()
+
 
 @serve.deployment
 class RerankerDeployment:
@@ -137,6 +144,10 @@ class SearchIngress:
         self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts,
                                         generator_handle=generator,
                                         log=self.answer_log.append if config.answer.log else None)
+        from kb_ray.serving.uploads import UploadService
+
+        allow_larger_body("POST", "/v1/documents", config.serve.upload_max_bytes)
+        self.uploads = UploadService(config)
 
     @api.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
@@ -177,6 +188,35 @@ class SearchIngress:
         except UnknownAnswerError as exc:
             raise HTTPException(404, str(exc)) from exc
         return JSONResponse(row)
+
+    @api.post("/v1/documents", status_code=202)
+    async def upload(self, http: Request) -> JSONResponse:
+        """Queue multipart ``file`` parts for ingest (docs/upload.md): 202 with the ingest id; 400 a
+        bad name or field, 403 a collection outside the tenant, 413 too large, 415 an unsupported type."""
+        caller = caller_of(http)
+        try:
+            body = await self.uploads.upload(http, caller=caller, collections=self.auth.collections(caller))
+        except UploadError as exc:
+            raise HTTPException(exc.status, str(exc)) from exc
+        return JSONResponse(body, status_code=202)
+
+    @api.get("/v1/ingests/{ingest_id}")
+    async def ingest(self, ingest_id: str, http: Request) -> JSONResponse:
+        """An upload's status (queued | running | done | failed) and each file's outcome; 404 unknown."""
+        status = await self.uploads.ingest(ingest_id, caller=caller_of(http))
+        if status is None:
+            raise HTTPException(404, f"no ingest {ingest_id}")
+        return JSONResponse(status)
+
+    @api.delete("/v1/documents/{document_id}")
+    async def delete_document(self, document_id: str, http: Request) -> JSONResponse:
+        """Tombstone a document, hidden from search at once; 404 unknown, deleted or another tenant's."""
+        caller = caller_of(http)
+        deleted = await self.uploads.delete(document_id, caller=caller, collections=self.auth.collections(caller))
+        if deleted is None:
+            raise HTTPException(404, f"no document {document_id}")
+        await self.searcher.invalidate_gate.remote()
+        return JSONResponse(deleted)
 
     def _check_query_length(self, query: str) -> None:
         if len(query) > self.config.search.max_query_chars:

@@ -2,6 +2,7 @@
 
 * :class:`BodySizeLimit` refuses a body over the limit with 413: at once when its
   ``content-length`` says so, and while it is read when it arrives chunked (no length).
+  :func:`allow_larger_body` raises the limit of one route (the ingress: uploads).
 * :func:`validation_error_response` answers a malformed body with 422 without echoing the
   input back: the echo of a ``NaN``/``Infinity`` number or of a lone-surrogate string cannot be
   encoded as JSON and turned a bad request into a 500.
@@ -31,8 +32,17 @@ def too_large(size: int | str, limit: int) -> str:
     return f"request body of {size} bytes is over the {limit}-byte limit; send a smaller request"
 
 
+_ROUTE_LIMITS: dict[tuple[str, str], int] = {}
+
+
+def allow_larger_body(method: str, path: str, max_bytes: int) -> None:
+    """Let bodies of ``method path`` (exactly that path) reach ``max_bytes`` in this process."""
+    _ROUTE_LIMITS[(method.upper(), path.rstrip("/"))] = max_bytes
+
+
 class BodySizeLimit:
-    """ASGI middleware: 413 for a request body over ``max_bytes``, declared or streamed."""
+    """ASGI middleware: 413 for a request body over ``max_bytes`` (or its route's own limit,
+    :func:`allow_larger_body`), declared or streamed."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -41,25 +51,26 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = _ROUTE_LIMITS.get((scope["method"], scope["path"].rstrip("/")), self.max_bytes)
         length = dict(scope.get("headers") or []).get(b"content-length", b"").decode("latin-1")
-        if length.isdigit() and int(length) > self.max_bytes:
-            await AsciiJSONResponse({"detail": too_large(length, self.max_bytes)}, status_code=413)(
-                scope, receive, send)
+        if length.isdigit() and int(length) > limit:
+            await AsciiJSONResponse({"detail": too_large(length, limit)}, status_code=413)(scope, receive, send)
             return
-        await self.app(scope, self._counting(receive), send)
+        await self.app(scope, _counting(receive, limit), send)
 
-    def _counting(self, receive: Receive) -> Receive:
-        received = 0
 
-        async def counted() -> Message:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > self.max_bytes:  # FastAPI re-raises an HTTPException from reading the body
-                raise HTTPException(413, too_large(f"more than {self.max_bytes}", self.max_bytes))
-            return message
+def _counting(receive: Receive, limit: int) -> Receive:
+    received = 0
 
-        return counted
+    async def counted() -> Message:
+        nonlocal received
+        message = await receive()
+        received += len(message.get("body", b""))
+        if received > limit:  # FastAPI re-raises an HTTPException from reading the body
+            raise HTTPException(413, too_large(f"more than {limit}", limit))
+        return message
+
+    return counted
 
 
 async def validation_error_response(_request: Request, exc: Any) -> JSONResponse:

@@ -9,7 +9,7 @@ from kb_ray.catalog.contract import schemas
 EXPECTED_TABLES = {
     "sources", "documents", "versions", "elements", "pages", "chunks", "version_chunks",
     "embeddings", "page_embeddings", "enrichments", "ingest_runs", "ingest_log", "index_generations",
-    "answers", "feedback", "leases", "api_keys",
+    "answers", "feedback", "leases", "api_keys", "uploads",
 }
 
 
