@@ -105,6 +105,14 @@ def document_versions(catalog: DeltaCatalog, document_id: str) -> dict[str, Any]
     return {**documents[0], "versions": _query(catalog, _VERSIONS_SQL, {"document_id": document_id})}
 
 
+def active_document_count(catalog: DeltaCatalog) -> int:
+    """How many documents have an active version (the ``kb_ray_documents`` gauge of /metrics)."""
+    import pyarrow.compute as pc
+
+    return catalog.read("documents", columns=["active_version_id"], filter=pc.field("active_version_id").is_valid()
+                        ).num_rows
+
+
 def _names(value: Any, key: str) -> list[str] | None:
     if value is None:
         return None
