@@ -31,6 +31,21 @@ def parse_timestamp(text: str | datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+def parse_point(text: str) -> int | datetime:
+    """A CLI ``--as-of`` value: digits are a version number, anything else an ISO-8601 timestamp."""
+    text = text.strip()
+    return int(text) if text.isdigit() else parse_timestamp(text)
+
+
+def versions_at_time(catalog: DeltaCatalog, when: datetime, table_names: Iterable[str]) -> dict[str, int]:
+    """Each table's version at ``when``; a table with no commit that early is read at version 0
+    (its creation: no rows). CatalogError when no table has a commit that early."""
+    found = CommitTimeline(catalog).versions_at(table_names, when)
+    if all(version is None for version in found.values()):
+        raise CatalogError(f"the catalog has no history at {parse_timestamp(when).isoformat()}: pick a later time")
+    return {name: 0 if version is None else version for name, version in found.items()}
+
+
 class CommitTimeline:
     """Commit timestamps of a catalog's tables; safe to share across threads."""
 
