@@ -83,9 +83,8 @@ class QueryEmbedder:
 @serve.deployment
 class ShardSearcher:
     def __init__(self, config: KbConfig) -> None:
-        from kb_ray.search.searcher import HybridSearcher
-
         from kb_ray.search.as_of import AsOfSearchers
+        from kb_ray.search.searcher import HybridSearcher
 
         self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
         self.as_of = AsOfSearchers(self.searcher.catalog, kb_root=config.kb_root, make=self.searcher.at,

@@ -4,7 +4,7 @@ the Delta log, the covering generation, the gate at a past documents version, an
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
