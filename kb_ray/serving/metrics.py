@@ -59,17 +59,25 @@ class ServiceMetrics:
 
 
 def route_template(routes: Sequence[Any], scope: Scope) -> str:
-    """The path template of the route ``scope`` matches fully, else :data:`UNMATCHED`."""
+    """The path template of the route ``scope`` matches fully, else :data:`UNMATCHED`. Routers
+    included into the app (FastAPI ``include_router``, as Ray Serve's ingress does) are searched too."""
     for route in routes:
+        nested = getattr(getattr(route, "original_router", None), "routes", None)
+        if nested is not None:
+            found = route_template(nested, scope)
+            if found != UNMATCHED:
+                return found
+            continue
         match, _ = route.matches(scope)
-        if match == Match.FULL:
-            return getattr(route, "path", UNMATCHED)
+        if match == Match.FULL and getattr(route, "path", None):
+            return route.path
     return UNMATCHED
 
 
 class MetricsMiddleware:
     """ASGI middleware: one :meth:`ServiceMetrics.observe` per HTTP request (an exception
-    counts as a 500 and is re-raised)."""
+    counts as a 500 and is re-raised). ``routes`` is called per request (routes are added after
+    the middleware)."""
 
     def __init__(self, app: ASGIApp, *, metrics: ServiceMetrics, routes: Callable[[], Sequence[Any]]) -> None:
         self.app, self.metrics, self.routes = app, metrics, routes
@@ -78,7 +86,7 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        route, started, status = route_template(self.routes(), scope), time.perf_counter(), [500]
+        started, status = time.perf_counter(), [500]
 
         async def send_and_see(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -88,5 +96,8 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_and_see)
         finally:
+            # the route the router chose (it leaves it in the scope), else one matched here: a request
+            # refused before routing (401, 403, 413) still counts under its route
+            route = getattr(scope.get("route"), "path", None) or route_template(self.routes(), scope)
             self.metrics.observe(route=route, method=scope["method"], status=status[0],
                                  seconds=time.perf_counter() - started)

@@ -71,3 +71,30 @@ def test_each_instance_has_its_own_registry():
         not in _samples(second)
     assert REGISTRY.get_sample_value("kb_ray_http_requests_total", {"route": "/x", "method": "GET",
                                                                     "status": "200"}) is None
+
+
+def test_routes_of_an_included_router_and_requests_refused_before_routing():
+    from fastapi import APIRouter, FastAPI
+
+    metrics, router, app = ServiceMetrics(), APIRouter(), FastAPI()
+
+    @router.get("/v1/things/{thing_id}")
+    async def thing(thing_id: str) -> dict:
+        return {"id": thing_id}
+
+    app.include_router(router)
+
+    @app.middleware("http")
+    async def refuse_without_key(request, call_next):  # stands in for BearerAuth: refuses before routing
+        if "x-key" not in request.headers:
+            return JSONResponse({"detail": "no key"}, status_code=401)
+        return await call_next(request)
+
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=lambda: app.router.routes)
+    client = TestClient(app)
+    assert client.get("/v1/things/1", headers={"x-key": "k"}).status_code == 200
+    assert client.get("/v1/things/2").status_code == 401
+    samples = _samples(metrics)
+    for status in ("200", "401"):
+        key = (("method", "GET"), ("route", "/v1/things/{thing_id}"), ("status", status))
+        assert samples[("kb_ray_http_requests_total", key)] == 1, status
