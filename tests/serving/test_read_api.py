@@ -131,6 +131,20 @@ def test_as_of_before_and_after_the_delete_and_a_too_old_point(service):
     assert search(keys["reader"], as_of={"catalog_version": 1, "timestamp": "2026-01-01"}).status_code == 422
 
 
+def test_answer_as_of(service):
+    keys, manual = service["keys"], service["manual"]
+
+    def answer(as_of: dict) -> httpx.Response:
+        return httpx.post(f"{URL}/v1/answer", json={"query": QUERY, "as_of": as_of}, timeout=120,
+                          headers={"Authorization": f"Bearer {keys['reader']}"})
+
+    before = answer({"catalog_version": service["kept"]})
+    assert before.status_code == 200, before.text
+    assert manual in {c.get("document_id") for c in before.json()["citations"]}, before.json()
+    too_old = answer({"catalog_version": 0})
+    assert too_old.status_code == 409 and "no retained index generation" in too_old.json()["detail"]
+
+
 def test_metrics_parse_and_count_requests(service):
     keys = service["keys"]
     assert get("/metrics", keys["reader"]).status_code == 403  # an admin route
