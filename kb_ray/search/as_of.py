@@ -116,7 +116,7 @@ def _shown(as_of: dict[str, Any]) -> str:
 
 class AsOfSearchers:
     """A small LRU of searchers pinned to (generation, documents version), made by ``make``
-    (``HybridSearcher.at`` in the service); thread-safe."""
+    (``HybridSearcher.at`` in the service), each with its past gate read before it is kept; thread-safe."""
 
     def __init__(self, catalog: DeltaCatalog, *, kb_root: str, make: Any, storage_options: dict[str, str] | None = None,
                  size: int = 4) -> None:
@@ -138,6 +138,11 @@ class AsOfSearchers:
                 self._cache.move_to_end(key)
                 return self._cache[key]
         searcher = self.make(generation_id=target.generation_id, gate_version=target.documents_version)
+        try:
+            searcher.gate.snapshot()  # read the past pointers now: vacuum may have removed them
+        except (CatalogError, OSError) as exc:
+            raise NoCoveringGeneration(f"documents version {target.documents_version} can no longer be read "
+                                       f"(vacuumed?): pick a later point ({exc})") from exc
         with self._lock:
             self._cache[key] = searcher
             while len(self._cache) > self.size:

@@ -128,7 +128,7 @@ def test_commit_timeline_between_commits(tmp_path):
 def test_as_of_searchers_cache_by_generation_and_gate_version(kb):
     made = []
     searchers = AsOfSearchers(kb["catalog"], kb_root=kb["config"].kb_root, size=1,
-                              make=lambda **key: made.append(key) or object())
+                              make=lambda **key: made.append(key) or HybridSearcher.open(kb["config"], **key))
     first = searchers.searcher_for({"catalog_version": kb["first_docs"]})
     assert searchers.searcher_for({"timestamp": kb["built"].isoformat()}) is first  # the same target
     searchers.searcher_for({"catalog_version": kb["deleted_docs"]})
@@ -136,3 +136,18 @@ def test_as_of_searchers_cache_by_generation_and_gate_version(kb):
     assert [m["gate_version"] for m in made] == [kb["first_docs"], kb["deleted_docs"], kb["first_docs"]]
     with pytest.raises(AsOfError, match="ISO-8601"):
         searchers.searcher_for({"timestamp": "yesterday"})
+
+
+def test_a_vacuumed_documents_version_is_a_409(tmp_path):
+    root = tmp_path / "kb"
+    catalog = write_synthetic_catalog(root, synthetic_docs(4))
+    config = golden_config(root, "index.shards=1", "search.evidence=lexical")
+    build_index(config)
+    kept = catalog.delta_table("documents").version()
+    rows = [{**row, "active_version_id": None} for row in catalog.read("documents").to_pylist()]
+    catalog.merge_upsert("documents", pa.Table.from_pylist(rows, schema=catalog.read("documents").schema),
+                         keys=["document_id"])
+    catalog.delta_table("documents").vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    searchers = AsOfSearchers(catalog, kb_root=str(root), make=lambda **key: HybridSearcher.open(config, **key))
+    with pytest.raises(NoCoveringGeneration, match="can no longer be read"):
+        searchers.searcher_for({"catalog_version": kept})
