@@ -263,12 +263,16 @@ class SearchIngress:
                         mime: str | None = None, limit: int = 100, cursor: str | None = None) -> JSONResponse:
         """A page of active documents in ``document_id`` order; comma-separated lists; the caller's
         scope narrows the filter exactly as it does a search. 400 on a bad cursor or a limit outside 1..1000."""
-        from kb_ray.search.document_list import list_documents
+        from kb_ray.search.document_list import DocumentQueryError, list_documents
 
         raw = {key: value.split(",") for key, value in
                (("collection", collection), ("tags_any", tags_any), ("mime", mime)) if value}
         scoped = self.auth.scope_filter(caller_of(http), raw)
-        page = await asyncio.to_thread(list_documents, self._read_catalog(), filter=scoped, limit=limit, cursor=cursor)
+        try:
+            page = await asyncio.to_thread(list_documents, self._read_catalog(), filter=scoped, limit=limit,
+                                           cursor=cursor)
+        except DocumentQueryError as exc:
+            raise HTTPException(400, str(exc)) from exc
         return JSONResponse(page)
 
     @api.get("/v1/documents/{document_id}/versions")
