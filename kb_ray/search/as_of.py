@@ -75,11 +75,11 @@ def retained_generations(catalog: DeltaCatalog) -> list[dict[str, Any]]:
 
 
 def covering(generations: list[dict[str, Any]], point: dict[str, int]) -> list[dict[str, Any]]:
-    """The generations covered by ``point``, best first (the newest ``documents`` version, then built latest)."""
+    """The generations covered by ``point``, best first (the newest ``documents`` version, then built
+    latest): every table both name is at or below the point (a timestamp point names every table the
+    generations name; a ``catalog_version`` point names ``documents`` only)."""
     def inside(versions: dict[str, int]) -> bool:
-        named = [name for name in versions if name in point]
-        return GATE_TABLE in named and all(versions[name] <= point[name] for name in named) \
-            and (len(point) == 1 or set(versions) <= set(point))
+        return GATE_TABLE in versions and all(v <= point[name] for name, v in versions.items() if name in point)
 
     found = [g for g in generations if inside(g["catalog_versions"])]
     return sorted(found, key=lambda g: (g["catalog_versions"][GATE_TABLE], str(g["created_at"])), reverse=True)
