@@ -14,6 +14,7 @@ from typing import Any
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
+from kb_ray.index.generations import load_manifest, read_current
 from kb_ray.index.manifest import GenerationManifest
 from kb_ray.search.hits import lineage
 
@@ -55,6 +56,12 @@ def chunk_view(catalog: DeltaCatalog, chunk_id: str, *, manifest: GenerationMani
     finally:
         connection.close()
     return _view(chunk, placement, [p["version_id"] for p in placements], elements, embeddings, manifest)
+
+
+def live_manifest(kb_root: str, *, storage_options: dict[str, str] | None = None) -> GenerationManifest | None:
+    """The live generation's manifest (what a chunk's ``lineage`` names), None before the first build."""
+    current = read_current(kb_root, storage_options=storage_options)
+    return load_manifest(kb_root, current, storage_options=storage_options) if current else None
 
 
 def _view(chunk: dict[str, Any], placement: dict[str, Any], versions: list[str], elements: list[dict[str, Any]],

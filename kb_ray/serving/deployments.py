@@ -312,12 +312,9 @@ class SearchIngress:
         return self._catalog
 
     def _chunk_view(self, chunk_id: str) -> dict[str, Any] | None:
-        from kb_ray.index.generations import load_manifest, read_current
-        from kb_ray.search.chunk_view import chunk_view
+        from kb_ray.search.chunk_view import chunk_view, live_manifest
 
-        options = self.config.storage_options
-        current = read_current(self.config.kb_root, storage_options=options)
-        manifest = load_manifest(self.config.kb_root, current, storage_options=options) if current else None
+        manifest = live_manifest(self.config.kb_root, storage_options=self.config.storage_options)
         return chunk_view(self._read_catalog(), chunk_id, manifest=manifest)
 
     def _check_visible(self, http: Request, view: dict[str, Any] | None, missing: str) -> None:
