@@ -15,21 +15,26 @@ session reads.
   recorded; tables not named are read at their latest version.
 * ``int`` — that version for each table whose history reaches it; a table whose latest
   version is lower is read at its latest. Handy for one table or a quick look back;
-  for a consistent multi-table snapshot pass the dict.
+  for a consistent multi-table snapshot pass the dict or a time.
+* ``datetime`` — each table at its own version at that time, from the Delta log's commit
+  timestamps (kb_ray/catalog/time_travel.py); a table with no commit that early is read at
+  version 0, its empty creation. The consistent snapshot of "the catalog at 10:00".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 import duckdb
 import pyarrow as pa
 
 from kb_ray.catalog import contract
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.time_travel import versions_at_time
 from kb_ray.errors import CatalogError
 
-AsOf = int | Mapping[str, int] | None
+AsOf = int | datetime | Mapping[str, int] | None
 
 
 def open_sql_session(catalog: DeltaCatalog, *, as_of: AsOf = None) -> duckdb.DuckDBPyConnection:
@@ -67,6 +72,8 @@ def resolve_versions(catalog: DeltaCatalog, as_of: AsOf) -> dict[str, int]:
     latest = catalog.table_versions()
     if as_of is None:
         return latest
+    if isinstance(as_of, datetime):
+        return versions_at_time(catalog, as_of, latest)
     if isinstance(as_of, int):
         return {name: min(as_of, version) for name, version in latest.items()}
     unknown = sorted(set(as_of) - set(latest))

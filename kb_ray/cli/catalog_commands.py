@@ -20,7 +20,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     sql.add_argument("query", nargs="?", help="SQL text; omit with --query NAME or --list")
     sql.add_argument("--query", dest="ready", metavar="NAME", help="run a ready query from catalog/queries/")
     sql.add_argument("--list", action="store_true", help="list the ready queries")
-    sql.add_argument("--as-of", type=int, default=None, metavar="VERSION", help="read tables at this Delta version")
+    sql.add_argument("--as-of", type=_point, default=None, metavar="VERSION|TIMESTAMP",
+                     help="N: each table at Delta version N (or its latest when lower); an ISO-8601 time: "
+                     "each table at its own version at that time")
     fmt = sql.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
@@ -44,6 +46,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     maintain.add_argument("--z-order", action="store_true",
                           help="rewrite each table clustered by its key columns (a full rewrite)")
     add_config_arguments(sql)
+
+
+def _point(text: str):
+    """``--as-of`` (sql and search): digits are a version, anything else an ISO-8601 timestamp."""
+    from kb_ray.catalog.time_travel import parse_point
+    from kb_ray.errors import CatalogError
+
+    try:
+        return parse_point(text)
+    except CatalogError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _catalog(args: argparse.Namespace):

@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 
+from kb_ray.cli.catalog_commands import _point
 from kb_ray.cli.common import config_from_args
 from kb_ray.serving.api import abstain_line, context_pieces
 
@@ -26,6 +27,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
     search.add_argument("--context-chars", type=int, default=0,
                         help="also print up to this many characters of each hit's neighbouring chunks")
+    search.add_argument("--as-of", type=_point, default=None, metavar="VERSION|TIMESTAMP",
+                        help="search the catalog as it was: a documents table version, or an ISO-8601 time "
+                        "(docs/search.md); refused when no retained index generation covers it")
     search.add_argument("--url", default=None, help="service URL (default: http://serve.host:serve.port)")
     search.add_argument("--local", action="store_true", help="search the local catalog in-process, no service")
     search.add_argument("--api-key", default=None, help="key for a service with serve.auth.enabled "
@@ -63,13 +67,28 @@ def parse_filter_args(items: list[str]) -> dict[str, object] | None:
     return result or None
 
 
+def as_of_body(point) -> dict[str, object]:
+    """``--as-of`` as the request's ``as_of``: a version number or a timestamp."""
+    return {"catalog_version": point} if isinstance(point, int) else {"timestamp": point.isoformat()}
+
+
 def search_locally(config, body: dict[str, object]) -> dict[str, object]:
-    """The ``/v1/search`` answer computed in-process over the live generation of ``kb_root``."""
+    """The ``/v1/search`` answer computed in-process over the live generation of ``kb_root`` (or,
+    with ``as_of``, the generation and gate that point resolves to: kb_ray/search/as_of.py)."""
     from kb_ray.search.searcher import HybridSearcher
 
-    searcher = HybridSearcher.open(config)  # the reranker too, when search.rerank_model_path is set
-    return searcher.search(body["query"], k=body["k"], mode=body["mode"], filters=body["filter"],
-                           rerank=body["rerank"], context_chars=body["context_chars"]).to_dict()
+    pinned: dict[str, object] = {}
+    if as_of := body.get("as_of"):
+        from kb_ray.catalog.delta import DeltaCatalog
+        from kb_ray.search.as_of import choose_target
+
+        catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+        target = choose_target(catalog, as_of, kb_root=config.kb_root, storage_options=config.storage_options)
+        pinned = {"generation_id": target.generation_id, "gate_version": target.documents_version}
+    searcher = HybridSearcher.open(config, **pinned)  # the reranker too, when search.rerank_model_path is set
+    result = searcher.search(body["query"], k=body["k"], mode=body["mode"], filters=body["filter"],
+                             rerank=body["rerank"], context_chars=body["context_chars"]).to_dict()
+    return {**result, "as_of": {"documents_version": pinned["gate_version"]}} if pinned else result
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -80,6 +99,8 @@ def run_search(args: argparse.Namespace) -> int:
     url = args.url or f"http://{config.serve.host}:{config.serve.port}"
     body = {"query": args.query, "k": args.k, "mode": args.mode, "filter": parse_filter_args(args.filter),
             "rerank": args.rerank, "context_chars": args.context_chars}
+    if args.as_of is not None:
+        body["as_of"] = as_of_body(args.as_of)
     if args.local:
         result = search_locally(config, body)
     else:
@@ -89,7 +110,8 @@ def run_search(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
     timing = result["timing_ms"]
-    print(f"{len(result['hits'])} hits from generation {result['generation']} "
+    as_of = f" as of documents version {result['as_of']['documents_version']}" if result.get("as_of") else ""
+    print(f"{len(result['hits'])} hits from generation {result['generation']}{as_of} "
           f"({'reranked' if result['reranked'] else 'not reranked'}, "
           f"{timing.get('total_service', timing.get('total', 0)):.0f} ms)")
     print(abstain_line(result))

@@ -4,6 +4,8 @@ An index generation is built from past table versions; documents may since have 
 tombstoned or superseded. ``ActivePointers`` reads ``documents.active_version_id`` from
 the latest catalog version, caching it for ``max_age_s`` seconds, so a hit is shown only
 while its version is still the document's active one (promise 4, docs/architecture.md).
+With ``version`` it reads ``documents`` at that Delta version instead: the pointers as they
+were (as-of search, kb_ray/search/as_of.py); a past version never changes, so it is read once.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ _tokens = itertools.count(1)
 
 
 class ActivePointers:
-    def __init__(self, catalog: DeltaCatalog, *, max_age_s: float = 2.0) -> None:
+    def __init__(self, catalog: DeltaCatalog, *, max_age_s: float = 2.0, version: int | None = None) -> None:
         self.catalog = catalog
-        self.max_age_s = max_age_s
+        self.version = version
+        self.max_age_s = float("inf") if version is not None else max_age_s
         self._lock = threading.Lock()
         self._snapshot: tuple[int, float, pa.Array] | None = None
 
@@ -39,6 +42,6 @@ class ActivePointers:
             self._snapshot = None
 
     def _read(self) -> pa.Array:
-        table = self.catalog.read("documents", columns=["active_version_id"],
+        table = self.catalog.read("documents", version=self.version, columns=["active_version_id"],
                                   filter=pc.field("active_version_id").is_valid())
         return pc.unique(table.column("active_version_id")).cast(pa.string())

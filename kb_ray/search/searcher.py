@@ -84,7 +84,8 @@ class HybridSearcher:
     """Searches the live (or a pinned) index generation of one knowledge base."""
 
     def __init__(self, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
-                 embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None) -> None:
+                 embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None,
+                 gate_version: int | None = None) -> None:
         self.config = config
         if config.search.faiss_threads:
             import faiss
@@ -93,7 +94,7 @@ class HybridSearcher:
         self._page_embedder = page_embedder
         self.pinned = generation_id
         self.catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
-        self.gate = ActivePointers(self.catalog, max_age_s=gate_max_age_s)
+        self.gate = ActivePointers(self.catalog, max_age_s=gate_max_age_s, version=gate_version)
         self.reranker = reranker
         self._embedder = embedder
         self._lock = threading.Lock()
@@ -102,12 +103,20 @@ class HybridSearcher:
 
     @classmethod
     def open(cls, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
-             embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None) -> HybridSearcher:
-        """Load the live generation (or ``generation_id``); a reranker comes from config if set."""
+             embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None,
+             gate_version: int | None = None) -> HybridSearcher:
+        """Load the live generation (or ``generation_id``); a reranker comes from config if set;
+        ``gate_version`` fixes the gate at that ``documents`` version (as-of search)."""
         if reranker is None and config.search.rerank_model_path:
             reranker = CrossEncoderReranker(config.search.rerank_model_path)
         return cls(config, generation_id=generation_id, reranker=reranker, embedder=embedder,
-                   gate_max_age_s=gate_max_age_s, page_embedder=page_embedder)
+                   gate_max_age_s=gate_max_age_s, page_embedder=page_embedder, gate_version=gate_version)
+
+    def at(self, *, generation_id: str, gate_version: int) -> HybridSearcher:
+        """A searcher pinned to ``generation_id`` whose gate reads ``documents`` at
+        ``gate_version`` (as-of search, kb_ray/search/as_of.py); it shares this one's models."""
+        return HybridSearcher(self.config, generation_id=generation_id, reranker=self.reranker,
+                              embedder=self._embedder, page_embedder=self._page_embedder, gate_version=gate_version)
 
     @property
     def manifest(self) -> GenerationManifest:

@@ -39,7 +39,10 @@ class ServiceAnswerer:
 
     async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         self._loop = asyncio.get_running_loop()
-        answerer = Answerer(self.config.answer, generator=self.generator(), search=self.search_sync,
+        request = dict(request)
+        as_of = request.pop("as_of", None)  # every search of this answer reads the catalog at that point
+        search = self.search_sync if as_of is None else (lambda body: self.search_sync({**body, "as_of": as_of}))
+        answerer = Answerer(self.config.answer, generator=self.generator(), search=search,
                             embed=self.embed_sync, log=self.log, catalog=lambda: open_document_catalog(self.config))
         return await asyncio.to_thread(answerer.answer, request)
 

@@ -29,6 +29,29 @@ class RequestBody(BaseModel):
         return data
 
 
+class AsOfPoint(RequestBody):
+    """``as_of`` of ``/v1/search`` and ``/v1/answer``: search the catalog as it was (docs/search.md).
+    Exactly one key; both or neither is refused (HTTP 422)."""
+
+    catalog_version: int | None = Field(None, strict=True, ge=0, description="a Delta version of the documents table")
+    timestamp: str | None = Field(None, description="ISO-8601 (no offset: UTC); each table is read at its "
+                                  "version at that time")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AsOfPoint:
+        if (self.catalog_version is None) == (self.timestamp is None):
+            raise ValueError('as_of takes exactly one of {"catalog_version": N} or {"timestamp": "ISO-8601"}')
+        if self.timestamp is not None:
+            from kb_ray.catalog.time_travel import parse_timestamp
+            from kb_ray.errors import CatalogError
+
+            try:
+                self.timestamp = parse_timestamp(self.timestamp).isoformat()
+            except CatalogError as exc:
+                raise ValueError(str(exc)) from exc
+        return self
+
+
 class SearchRequest(RequestBody):
     """``POST /v1/search`` body. Unknown fields and wrongly typed values (``"k": true``) are refused (HTTP 422)."""
 
@@ -41,6 +64,8 @@ class SearchRequest(RequestBody):
     rerank: bool | None = Field(None, description="None: rerank when a reranker is configured")
     context_chars: int = Field(0, ge=0, strict=True, description="0: no context; else each chunk hit gets up to this many "
                                "characters of neighbouring chunks of its section as `context` (ranking unchanged)")
+    as_of: AsOfPoint | None = Field(None, description="search the catalog as it was at a documents version or a "
+                                    "time (HTTP 409 when no retained generation covers it)")
 
 
 class AnswerRequest(RequestBody):
@@ -54,6 +79,7 @@ class AnswerRequest(RequestBody):
     documents: list[str] | None = Field(None, max_length=MAX_REQUEST_DOCUMENTS, description="document ids or titles (summary: one, compare: two+)")
     dimensions: list[str] | None = Field(None, max_length=MAX_REQUEST_DIMENSIONS, description="compare: the rows of the table (default: from "
                                          "the documents' headings)")
+    as_of: AsOfPoint | None = Field(None, description="answer from the catalog as it was (see /v1/search)")
 
 
 class FeedbackRequest(RequestBody):

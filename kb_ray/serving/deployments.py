@@ -14,7 +14,10 @@
   ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path), logged to the
   ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py); uploads
   (``POST /v1/documents``, ``GET /v1/ingests/{id}``) and ``DELETE /v1/documents/{id}``
-  through kb_ray/serving/uploads.py (docs/upload.md).
+  through kb_ray/serving/uploads.py (docs/upload.md); the read API
+  (``GET /v1/documents``, ``/v1/documents/{id}/versions``, ``/v1/chunks/{id}``) and ``GET /metrics``
+  (docs/documents_api.md). ``as_of`` searches go to a searcher pinned to a past point
+  (kb_ray/search/as_of.py), 409 when no retained generation covers it.
 """
 
 # No "from __future__ import annotations": FastAPI must see the real request types.
@@ -25,7 +28,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from ray import serve
 from ray.exceptions import RayActorError
 
@@ -36,6 +39,7 @@ from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
 from kb_ray.serving.http_guards import BodySizeLimit, allow_larger_body, validation_error_response
+from kb_ray.serving.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
@@ -43,7 +47,9 @@ MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its conten
 REFRESH_EVERY_S = 1.0
 WARM_UP_QUERY = "warm-up query"
 api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
-api.add_middleware(BearerAuth)  # outermost: a request without a valid key is refused first (docs/auth.md)
+api.add_middleware(BearerAuth)  # a request without a valid key is refused first (docs/auth.md)
+METRICS = ServiceMetrics()  # this process's series, in a registry of their own (GET /metrics)
+api.add_middleware(MetricsMiddleware, metrics=METRICS, routes=lambda: api.router.routes)  # outermost: counts 401s too
 api.add_exception_handler(RequestValidationError, validation_error_response)  # 422 without echoing the input
 
 
@@ -79,9 +85,12 @@ class QueryEmbedder:
 @serve.deployment
 class ShardSearcher:
     def __init__(self, config: KbConfig) -> None:
+        from kb_ray.search.as_of import AsOfSearchers
         from kb_ray.search.searcher import HybridSearcher
 
         self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
+        self.as_of = AsOfSearchers(self.searcher.catalog, kb_root=config.kb_root, make=self.searcher.at,
+                                   storage_options=config.storage_options)
         self._checked = time.monotonic()
         self._warm_up()
 
@@ -99,16 +108,28 @@ class ShardSearcher:
         return {"generation": manifest.generation_id, "embedder_fp": manifest.embedder_fp}
 
     def search(self, request: dict[str, Any], query_vector: list[float] | None) -> dict[str, Any]:
+        from kb_ray.search.as_of import AsOfError, NoCoveringGeneration
+
         if time.monotonic() - self._checked > REFRESH_EVERY_S:
             self._checked = time.monotonic()
             self.searcher.refresh()
         try:
-            result = self.searcher.search(request["query"], k=request["k"], mode=request["mode"],
-                                          filters=request.get("filter"), query_vector=query_vector, rerank=False,
-                                          context_chars=request.get("context_chars", 0))
-        except (SearchRequestError, FilterError) as exc:
+            searcher = self._searcher_for(request.get("as_of"))
+            result = searcher.search(request["query"], k=request["k"], mode=request["mode"],
+                                     filters=request.get("filter"), query_vector=query_vector, rerank=False,
+                                     context_chars=request.get("context_chars", 0))
+        except NoCoveringGeneration as exc:
+            return {"error": str(exc), "status": 409}
+        except (SearchRequestError, FilterError, AsOfError) as exc:
             return {"error": str(exc)}
-        return result.to_dict()
+        return {**result.to_dict(), **({"as_of": {"documents_version": searcher.gate.version}}
+                                       if searcher is not self.searcher else {})}
+
+    def _searcher_for(self, as_of: dict[str, Any] | None) -> Any:
+        """The live searcher, or one pinned to the as-of point (same embedder as the live generation)."""
+        if not as_of:
+            return self.searcher
+        return self.as_of.searcher_for(as_of, embedder_fp=self.searcher.manifest.embedder_fp)
 
     def invalidate_gate(self) -> None:
         """Re-read the active versions on the next search (a delete just committed). Only this
@@ -245,7 +266,7 @@ class SearchIngress:
             raise HTTPException(400, f"k must be between 1 and {self.config.search.max_k}, got {request.k}")
         result = await call_once_more_if_replica_died(self.searcher.search, body, vector)
         if "error" in result:
-            raise HTTPException(400, result["error"])
+            raise HTTPException(result.get("status", 400), result["error"])  # 409: no generation covers as_of
         if rerank:
             result = await self._rerank(request, result)
         result["reranked"] = rerank
@@ -273,6 +294,73 @@ class SearchIngress:
         if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
             raise HTTPException(404, f"no document {document_id}")  # another tenant's: 404, not 403
         return JSONResponse(view)
+
+    # -- the read API and /metrics (docs/documents_api.md); logic in kb_ray/search/document_list.py,
+    # chunk_view.py and kb_ray/serving/metrics.py
+
+    @api.get("/v1/documents")
+    async def documents(self, http: Request, collection: str | None = None, tags_any: str | None = None,
+                        mime: str | None = None, limit: int = 100, cursor: str | None = None) -> JSONResponse:
+        """A page of active documents in ``document_id`` order; comma-separated lists; the caller's
+        scope narrows the filter exactly as it does a search. 400 on a bad cursor or a limit outside 1..1000."""
+        from kb_ray.search.document_list import DocumentQueryError, list_documents
+
+        raw = {key: value.split(",") for key, value in
+               (("collection", collection), ("tags_any", tags_any), ("mime", mime)) if value}
+        scoped = self.auth.scope_filter(caller_of(http), raw)
+        try:
+            page = await asyncio.to_thread(list_documents, self._read_catalog(), filter=scoped, limit=limit,
+                                           cursor=cursor)
+        except DocumentQueryError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        return JSONResponse(page)
+
+    @api.get("/v1/documents/{document_id}/versions")
+    async def document_versions(self, document_id: str, http: Request) -> JSONResponse:
+        """Every version of a document with its ``active`` flag; 404 for an unknown or foreign document."""
+        from kb_ray.search.document_list import document_versions
+
+        view = await asyncio.to_thread(document_versions, self._read_catalog(), document_id)
+        self._check_visible(http, view, f"no document {document_id}")
+        return JSONResponse({"document_id": document_id, "active_version_id": view["active_version_id"],
+                             "versions": view["versions"]})
+
+    @api.get("/v1/chunks/{chunk_id}")
+    async def chunk(self, chunk_id: str, http: Request) -> JSONResponse:
+        """The chunk inspector; ``lineage`` is for the live generation; 404 for a chunk of an unknown or
+        foreign document."""
+        view = await asyncio.to_thread(self._chunk_view, chunk_id)
+        self._check_visible(http, view, f"no chunk {chunk_id}")
+        return JSONResponse(view)
+
+    @api.get("/metrics")
+    async def metrics(self) -> Response:
+        """Prometheus text: requests, latency, errors, the served generation and the document count."""
+        from kb_ray.search.document_list import active_document_count
+
+        METRICS.set_generation((await self.searcher.generation.remote())["generation"])
+        METRICS.set_documents(await asyncio.to_thread(active_document_count, self._read_catalog()))
+        return Response(METRICS.render(), media_type=CONTENT_TYPE)
+
+    def _read_catalog(self) -> Any:
+        """One catalog handle per replica for the read routes (its tables are updated on each use)."""
+        if getattr(self, "_catalog", None) is None:
+            from kb_ray.catalog.delta import DeltaCatalog
+
+            self._catalog = DeltaCatalog.open(self.config.kb_root, storage_options=self.config.storage_options,
+                                              create=False)
+        return self._catalog
+
+    def _chunk_view(self, chunk_id: str) -> dict[str, Any] | None:
+        from kb_ray.search.chunk_view import chunk_view, live_manifest
+
+        manifest = live_manifest(self.config.kb_root, storage_options=self.config.storage_options)
+        return chunk_view(self._read_catalog(), chunk_id, manifest=manifest)
+
+    def _check_visible(self, http: Request, view: dict[str, Any] | None, missing: str) -> None:
+        caller = caller_of(http)
+        if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
+            raise HTTPException(404, missing)  # another tenant's: 404, not 403
 
 
 @api.exception_handler(KbRayError)

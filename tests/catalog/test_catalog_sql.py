@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from datetime import datetime, timezone
+
 import duckdb
 import pytest
 from catalog_rows import embedding_rows
@@ -112,3 +115,23 @@ def test_session_reaches_no_file_extension_or_setting(populated_catalog, tmp_pat
 def test_query_errors_become_catalog_errors(catalog):
     with pytest.raises(CatalogError, match="catalog query failed"):
         run_query(catalog, "SELECT no_such_column FROM documents")
+
+
+def test_as_of_a_time_reads_each_table_at_its_own_version(catalog):
+    def now():
+        time.sleep(0.02)
+        moment = datetime.now(timezone.utc)
+        time.sleep(0.02)
+        return moment
+
+    before = now()
+    catalog.append("embeddings", embedding_rows("t1"))
+    between = now()
+    catalog.append("embeddings", embedding_rows("t2"))
+    count = "SELECT count(*) AS n FROM embeddings"
+    assert run_query(catalog, count, as_of=between).column("n").to_pylist() == [1]
+    assert run_query(catalog, count, as_of=before).column("n").to_pylist() == [0]
+    read_at = resolve_versions(catalog, between)
+    assert read_at["embeddings"] == 1 and read_at["chunks"] == 0
+    with pytest.raises(CatalogError, match="no history"):
+        resolve_versions(catalog, datetime(2000, 1, 1, tzinfo=timezone.utc))
