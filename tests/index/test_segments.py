@@ -21,7 +21,7 @@ from tests.index_fixtures import SYNTHETIC_FP, golden_config
 DIM = 16
 WORDS = [f"w{i:02d}" for i in range(60)] + ["pump", "seal", "valve", "garden", "tunnel", "rail", "bike", "orchard"]
 TABLES = ("documents", "versions", "chunks", "version_chunks", "embeddings")
-FILTER = {"collection": "beta"}
+FILTERS = (None, {"collection": "beta"}, {"tags_any": ["step1", "step3"]})
 
 
 class Corpus:
@@ -31,6 +31,7 @@ class Corpus:
         self.catalog = DeltaCatalog.open(str(root))
         self.rng = np.random.default_rng(seed)
         self.documents: dict[str, dict] = {}
+        self.changed: set[str] = set()  # keys written, deleted or re-tagged after the first write
 
     def _text(self) -> str:
         return " ".join(self.rng.choice(WORDS, size=int(self.rng.integers(3, 14))).tolist())
@@ -40,6 +41,8 @@ class Corpus:
         ``keep[key]`` chunks reused from its previous version (same chunk id and embedding)."""
         rows = {name: [] for name in TABLES}
         for key, version, collection in specs:
+            if key in self.documents:
+                self.changed.add(key)
             self._version(rows, key, version, collection, (keep or {}).get(key, []))
         for name in TABLES[1:]:
             if rows[name]:
@@ -74,15 +77,19 @@ class Corpus:
         self.catalog.merge_upsert("documents", pa.Table.from_pylist(documents, schema=schema), keys=["document_id"])
 
     def delete(self, key: str) -> None:
+        self.changed.add(key)
         self.upsert([{**self.documents[key]["document"], "active_version_id": None}])
 
     def retag(self, key: str, tags: list[str]) -> None:
-        self.documents[key]["document"] = {**self.documents[key]["document"], "tags": tags}
+        self.changed.add(key)
+        self.documents[key]["document"] = {**self.documents[key]["document"], "tags": tags, "title": f"Re {key}"}
         self.upsert([self.documents[key]["document"]])
 
 
 def _config(root, *overrides):
-    return golden_config(root, "search.evidence=lexical", "index.shards=2", "index.compact_ratio=100", *overrides)
+    # candidates = k: a row that should be hidden would take a slot of every retriever's list
+    return golden_config(root, "search.evidence=lexical", "search.candidates=10", "index.shards=2",
+                         "index.compact_ratio=100", *overrides)
 
 
 def _queries(seed: int = 3) -> list[tuple[str, np.ndarray]]:
@@ -92,8 +99,10 @@ def _queries(seed: int = 3) -> list[tuple[str, np.ndarray]]:
 
 
 def _hits(searcher: HybridSearcher, query: str, vector, mode: str, filters) -> list[tuple]:
+    vector = np.ones(DIM, np.float32) if vector is None else vector
     hits = searcher.search(query, k=10, mode=mode, filters=filters, query_vector=vector).hits
-    return [(h["chunk_id"], h["version_id"], h["tags"], h["score"], h["scores"]["dense"], h["scores"]["lexical"])
+    assert len({h["chunk_id"] for h in hits}) == len(hits), "a chunk twice: an older row was not hidden"
+    return [(h["chunk_id"], h["version_id"], h["title"], h["score"], h["scores"]["dense"], h["scores"]["lexical"])
             for h in hits]
 
 
@@ -104,15 +113,16 @@ def _assert_same(actual: list[tuple], expected: list[tuple], label: str) -> None
             assert (a is None) == (b is None) and (a is None or abs(a - b) <= 1e-6), (label, got, want)
 
 
-def _assert_equals_full_build(root, searcher: HybridSearcher) -> None:
+def _assert_equals_full_build(root, searcher: HybridSearcher, corpus: Corpus) -> None:
     config = _config(root, "index.switch_after_build=false")
     covered = load_segments(str(root), searcher.generation)[-1].catalog_versions
     full = HybridSearcher.open(config, generation_id=build_index(config, catalog_versions=covered).generation_id,
                                gate_max_age_s=0.0)
-    compared = 0
-    for query, vector in _queries():
+    compared, touched = 0, [k for k in corpus.documents if not k.startswith("d") or k in corpus.changed]
+    targeted = [(corpus.documents[k]["chunks"][-1]["text"], None) for k in touched]  # the rewritten documents
+    for query, vector in _queries()[:20] + targeted:
         for mode in ("dense", "lexical", "hybrid"):
-            for filters in (None, FILTER):
+            for filters in FILTERS:
                 expected = _hits(full, query, vector, mode, filters)
                 _assert_same(_hits(searcher, query, vector, mode, filters), expected, f"{query}/{mode}/{filters}")
                 compared += bool(expected)
@@ -144,14 +154,14 @@ def test_one_and_then_several_segments_equal_a_full_build(corpus, tmp_path):
     assert (result.action, result.segment) == ("segment", 1)
     assert result.documents == 5  # 3 new, 1 changed, 1 re-tagged; the deleted one needs no rows
     assert searcher.refresh() and searcher.segment == 1
-    _assert_equals_full_build(root, searcher)
+    _assert_equals_full_build(root, searcher, corpus)
     for step in (2, 3, 4):
         _change(corpus, step)
         assert refresh_index(_config(root)).segment == step
     corpus.write([("d02", 9, "alpha")])  # a document of segment 2 changed again in segment 5
     assert refresh_index(_config(root)).segment == 5
     assert searcher.refresh() and searcher.segment == 5
-    _assert_equals_full_build(root, searcher)
+    _assert_equals_full_build(root, searcher, corpus)
     fresh = HybridSearcher.open(_config(root), gate_max_age_s=0.0)  # loading all segments at once: the same
     query, vector = _queries()[0]
     assert _hits(fresh, query, vector, "hybrid", None) == _hits(searcher, query, vector, "hybrid", None)
@@ -168,7 +178,7 @@ def test_only_a_tombstone_still_publishes_new_statistics(corpus, tmp_path):
     corpus.delete("d03")
     result = refresh_index(_config(root))
     assert (result.action, result.rows) == ("segment", 0)
-    _assert_equals_full_build(root, HybridSearcher.open(_config(root), gate_max_age_s=0.0))
+    _assert_equals_full_build(root, HybridSearcher.open(_config(root), gate_max_age_s=0.0), corpus)
 
 
 def test_compaction_folds_segments_into_a_new_base_and_the_old_one_can_be_dropped(corpus, tmp_path):
