@@ -117,7 +117,8 @@ def _assert_equals_full_build(root, searcher: HybridSearcher, corpus: Corpus) ->
     config = _config(root, "index.switch_after_build=false")
     covered = load_segments(str(root), searcher.generation)[-1].catalog_versions
     full = HybridSearcher.open(config, generation_id=build_index(config, catalog_versions=covered).generation_id,
-                               gate_max_age_s=0.0)
+                               gate_max_age_s=600)
+    searcher.gate.invalidate()  # the catalog changed since it was read (600 s cache: one read per test)
     compared, touched = 0, [k for k in corpus.documents if not k.startswith("d") or k in corpus.changed]
     targeted = [(corpus.documents[k]["chunks"][-1]["text"], None) for k in touched]  # the rewritten documents
     for query, vector in _queries()[:20] + targeted:
@@ -148,7 +149,7 @@ def _change(corpus: Corpus, step: int) -> None:
 
 def test_one_and_then_several_segments_equal_a_full_build(corpus, tmp_path):
     root = tmp_path / "kb"
-    searcher = HybridSearcher.open(_config(root), gate_max_age_s=0.0)
+    searcher = HybridSearcher.open(_config(root), gate_max_age_s=600)
     _change(corpus, 1)
     result = refresh_index(_config(root))
     assert (result.action, result.segment) == ("segment", 1)
@@ -162,7 +163,7 @@ def test_one_and_then_several_segments_equal_a_full_build(corpus, tmp_path):
     assert refresh_index(_config(root)).segment == 5
     assert searcher.refresh() and searcher.segment == 5
     _assert_equals_full_build(root, searcher, corpus)
-    fresh = HybridSearcher.open(_config(root), gate_max_age_s=0.0)  # loading all segments at once: the same
+    fresh = HybridSearcher.open(_config(root), gate_max_age_s=600)  # loading all segments at once: the same
     query, vector = _queries()[0]
     assert _hits(fresh, query, vector, "hybrid", None) == _hits(searcher, query, vector, "hybrid", None)
 
@@ -178,7 +179,7 @@ def test_only_a_tombstone_still_publishes_new_statistics(corpus, tmp_path):
     corpus.delete("d03")
     result = refresh_index(_config(root))
     assert (result.action, result.rows) == ("segment", 0)
-    _assert_equals_full_build(root, HybridSearcher.open(_config(root), gate_max_age_s=0.0), corpus)
+    _assert_equals_full_build(root, HybridSearcher.open(_config(root), gate_max_age_s=600), corpus)
 
 
 def test_compaction_folds_segments_into_a_new_base_and_the_old_one_can_be_dropped(corpus, tmp_path):
