@@ -147,6 +147,7 @@ class HybridSearcher:
                     return False
                 self._loaded = self._with_segments(self._loaded.manifest, self._loaded.sets, self._loaded.pages,
                                                    upto=upto)
+                self.gate.invalidate()  # a segment's documents are active: do not wait out the gate's cache
                 logger.info("search loaded segments of %s up to %d", current, upto)
                 return True
             self._loaded = self._load(current)

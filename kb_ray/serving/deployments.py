@@ -38,7 +38,6 @@ from kb_ray.serving.http_guards import BodySizeLimit, validation_error_response
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
 MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its content-length, or once that much arrived
-REFRESH_EVERY_S = 1.0
 WARM_UP_QUERY = "warm-up query"
 api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
 api.add_middleware(BearerAuth)  # outermost: a request without a valid key is refused first (docs/auth.md)
@@ -80,6 +79,7 @@ class ShardSearcher:
         from kb_ray.search.searcher import HybridSearcher
 
         self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
+        self._refresh_every_s = config.index.refresh_interval_s  # new generations and delta segments
         self._checked = time.monotonic()
         self._warm_up()
 
@@ -97,7 +97,7 @@ class ShardSearcher:
         return {"generation": manifest.generation_id, "embedder_fp": manifest.embedder_fp}
 
     def search(self, request: dict[str, Any], query_vector: list[float] | None) -> dict[str, Any]:
-        if time.monotonic() - self._checked > REFRESH_EVERY_S:
+        if time.monotonic() - self._checked > self._refresh_every_s:
             self._checked = time.monotonic()
             self.searcher.refresh()
         try:

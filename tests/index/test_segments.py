@@ -16,7 +16,7 @@ from kb_ray.index import build_index, drop_generation, read_current
 from kb_ray.index.refresh import compact_index, refresh_index
 from kb_ray.index.segments import latest_segment, load_segments
 from kb_ray.search import HybridSearcher
-from tests.index_fixtures import SYNTHETIC_FP, golden_config
+from tests.index_fixtures import REPO, SYNTHETIC_FP, golden_config
 
 DIM = 16
 WORDS = [f"w{i:02d}" for i in range(60)] + ["pump", "seal", "valve", "garden", "tunnel", "rail", "bike", "orchard"]
@@ -202,3 +202,22 @@ def test_segment_rows_over_the_ratio_compact_automatically(corpus, tmp_path):
     result = refresh_index(_config(root, "index.compact_ratio=0.1"))
     assert result.action == "compacted" and read_current(str(root)) != base
     assert latest_segment(str(root), base) == 1  # the segment was published, then folded in
+
+
+def test_cli_index_refresh_and_compact(corpus, tmp_path, capsys):
+    from kb_ray.cli import main
+
+    root = tmp_path / "kb"
+    args = ["--config", str(REPO / "conf" / "local.yaml"), "--set", f"kb_root={root}", "--set", "index.shards=2",
+            "--set", "index.compact_ratio=100", "--json"]
+    assert main(["index", "refresh", *args]) == 0
+    assert json.loads(capsys.readouterr().out)["action"] == "none"
+    _change(corpus, 1)
+    assert main(["index", "refresh", *args]) == 0
+    assert json.loads(capsys.readouterr().out) | {"detail": ""} == {
+        "action": "segment", "generation": read_current(str(root)), "segment": 1, "rows": 8, "documents": 5,
+        "detail": ""}
+    base = read_current(str(root))
+    assert main(["index", "compact", *args]) == 0
+    compacted = json.loads(capsys.readouterr().out)
+    assert compacted["action"] == "compacted" and compacted["generation"] == read_current(str(root)) != base
