@@ -13,6 +13,7 @@ predates index format 4), and after publishing when segment rows exceed
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -25,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kb_ray.catalog.contract import table_spec
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.storage import join_uri
 from kb_ray.config import KbConfig
@@ -153,9 +155,23 @@ def _publish_segment(config: KbConfig, catalog: DeltaCatalog, base: GenerationMa
     number = latest_segment(config.kb_root, base.generation_id, storage_options=config.storage_options) + 1
     manifest = _write_segment(config, base, number, hydration, vector_column, sets, live, versions,
                               documents=len(changed), started=started)
+    _record_segment(catalog, config, manifest)
     logger.info("segment %d of %s: %d chunks of %d documents (%.2fs)", number, base.generation_id,
                 manifest.rows, len(changed), time.perf_counter() - started)
     return RefreshResult("segment", base.generation_id, segment=number, rows=manifest.rows, documents=len(changed))
+
+
+def _record_segment(catalog: DeltaCatalog, config: KbConfig, segment: SegmentManifest) -> None:
+    """An ``index_generations`` row (kind ``segment``, id ``gen_…/seg_NNNN``), so ``kb-ray maintain``
+    keeps the catalog versions it covers (compaction rebuilds at them) and ``index list`` shows it."""
+    name = f"{segment.base_generation}/{segment.name}"
+    row = {"generation_id": name, "kind": "segment", "spec_fp": None,
+           "catalog_versions_json": json.dumps(segment.catalog_versions, sort_keys=True),
+           "manifest_uri": join_uri(segments_uri(config.kb_root, segment.base_generation), segment.name, MANIFEST_NAME),
+           "status": "ready", "created_at": datetime.fromisoformat(segment.created_at),
+           "stats_json": json.dumps({**(segment.stats or {}), "documents": segment.documents}, sort_keys=True)}
+    table = pa.Table.from_pylist([row], schema=table_spec("index_generations").schema)
+    catalog.merge_upsert("index_generations", table, keys=["generation_id"])
 
 
 def _load_shard_sets(config: KbConfig, base: GenerationManifest, segments: list[SegmentManifest]) -> list[_ShardSet]:

@@ -221,3 +221,16 @@ def test_cli_index_refresh_and_compact(corpus, tmp_path, capsys):
     assert main(["index", "compact", *args]) == 0
     compacted = json.loads(capsys.readouterr().out)
     assert compacted["action"] == "compacted" and compacted["generation"] == read_current(str(root)) != base
+
+
+def test_segments_are_recorded_so_maintain_keeps_their_catalog_versions(corpus, tmp_path):
+    from kb_ray.catalog.maintenance import generation_versions
+
+    root = tmp_path / "kb"
+    _change(corpus, 1)
+    segment = refresh_index(_config(root))
+    covered = load_segments(str(root), segment.generation)[-1].catalog_versions
+    kept = generation_versions(DeltaCatalog.open(str(root), create=False))
+    assert all(version in kept[table] for table, version in covered.items())
+    rows = DeltaCatalog.open(str(root), create=False).read("index_generations").to_pylist()
+    assert {(r["generation_id"], r["kind"]) for r in rows} >= {(f"{segment.generation}/seg_0001", "segment")}
