@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -67,6 +67,7 @@ class _Loaded:
     pages: PageIndex | None = None
     locator: ChunkLocator | None = None
     sets: SegmentSets | None = None  # the base and delta segment shards as loaded (kb_ray/search/segment_sets.py)
+    lineage: GenerationManifest | None = None  # with segments: catalog_versions of the newest one
 
     @property
     def segment(self) -> int:
@@ -174,7 +175,9 @@ class HybridSearcher:
     def _with_segments(self, manifest: GenerationManifest, sets: SegmentSets, pages: PageIndex | None, *,
                        upto: int) -> _Loaded:
         sets, shards = attach_segments(self.config, manifest, sets, upto=upto)
-        return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets)
+        lineage = replace(manifest, catalog_versions={**manifest.catalog_versions,
+                                                      **sets.segments[-1].catalog_versions}) if sets.segments else None
+        return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets, lineage)
 
     # -- searching ---------------------------------------------------------------------
 
@@ -325,7 +328,8 @@ class HybridSearcher:
         if candidate.shard == PAGE_SHARD:
             return loaded.pages.hydrate(candidate.row, query=query, score=score, ranks=candidate.ranks,
                                         scores=candidate.scores)
-        return hydrate(candidate, loaded.shards[candidate.shard], score=score, manifest=loaded.manifest)
+        return hydrate(candidate, loaded.shards[candidate.shard], score=score,
+                       manifest=loaded.lineage or loaded.manifest)
 
     def _get_embedder(self) -> Any:
         if self._embedder is None:

@@ -156,6 +156,9 @@ def test_one_and_then_several_segments_equal_a_full_build(corpus, tmp_path):
     assert (result.action, result.segment) == ("segment", 1)
     assert result.documents == 5  # 3 new, 1 changed, 1 re-tagged; the deleted one needs no rows
     assert searcher.refresh() and searcher.segment == 1
+    lineage = searcher.search("w01", k=1, mode="lexical").hits[0]["lineage"]
+    assert lineage["generation"] == searcher.generation
+    assert lineage["catalog_versions"] == load_segments(str(root), searcher.generation)[-1].catalog_versions
     _assert_equals_full_build(root, searcher, corpus)
     for step in (2, 3, 4):
         _change(corpus, step)
