@@ -1,6 +1,7 @@
 """Query latency: in-process search components vs the Ray Serve service over loopback HTTP.
 
     .venv/bin/python benchmarks/query.py [--n 10000] [--queries 200] [--http-queries 100]
+        [--segments 0,1,5] [--segment-docs 20] [--no-http]
 
 Corpus: ``--n`` synthetic chunks (5 per document) written straight to Delta (no Ray, no
 ingest): texts of 80-180 words drawn Zipf-wise from 20,000 pronounceable pseudo-words,
@@ -11,6 +12,11 @@ values, so dense latency is real while dense *relevance* is meaningless. Queries
 words drawn from one chunk. The reranker is a tiny random-weight cross-encoder built
 locally (2 layers, hidden 32): its scores are meaningless, only the code path and a
 lower bound on latency count. Writes benchmarks/results/query.md.
+
+``--segments 0,1,5`` adds in-process search p50/p95 per mode over the base generation with
+that many delta segments (docs/indexes.md): each segment rewrites ``--segment-docs`` base
+documents (new versions, new texts and vectors), published with ``refresh_index``.
+``--no-http`` skips the Ray Serve part (a quick check).
 """
 
 from __future__ import annotations
@@ -56,12 +62,15 @@ def synthetic_texts(n: int, rng: np.random.Generator) -> list[str]:
     return [" ".join(rng.choice(words, size=length, p=p)) for length in rng.integers(80, 180, size=n)]
 
 
-def write_catalog(kb_root: str, texts: list[str], *, embedder_fp: str, rng: np.random.Generator) -> None:
+def write_catalog(kb_root: str, texts: list[str], *, embedder_fp: str, rng: np.random.Generator,
+                  first_doc: int = 0, version: str = "") -> None:
+    """Documents ``first_doc..`` of ``CHUNKS_PER_DOC`` texts each; ``version`` names a new
+    version of documents that may exist already (their active pointer moves to it)."""
     rows: dict[str, list] = {name: [] for name in ("documents", "versions", "chunks", "version_chunks")}
     created = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    for d, start in enumerate(range(0, len(texts), CHUNKS_PER_DOC)):
+    for d, start in enumerate(range(0, len(texts), CHUNKS_PER_DOC), first_doc):
         doc_texts, key = texts[start:start + CHUNKS_PER_DOC], f"doc-{d:06d}"
-        document_id, version_id = f"doc_{key}", f"ver_{key}"
+        document_id, version_id, content = f"doc_{key}", f"ver_{key}{version}", f"{key}{version}"
         rows["documents"].append({"document_id": document_id, "collection": ["alpha", "beta"][d % 2], "key": key,
                                   "uri": f"mem://{key}", "title": f"Title {key}", "mime": "text/plain", "tags": [],
                                   "metadata_json": "{}", "active_version_id": version_id, "created_at": created})
@@ -69,16 +78,20 @@ def write_catalog(kb_root: str, texts: list[str], *, embedder_fp: str, rng: np.r
                                  "canonical_text": "\n\n".join(doc_texts), "mime": "text/plain", "title": f"Title {key}"})
         offset = 0
         for n, text in enumerate(doc_texts):
-            chunk_id = f"ch_{key}_{n}"
+            chunk_id = f"ch_{content}_{n}"  # a new version's new texts: new chunk ids
             rows["chunks"].append({"chunk_id": chunk_id, "document_id": document_id, "text": text,
-                                   "heading_path": [f"Title {key}"], "embed_text_sha": f"sha_{key}_{n}"})
+                                   "heading_path": [f"Title {key}"], "embed_text_sha": f"sha_{content}_{n}"})
             rows["version_chunks"].append({"version_id": version_id, "chunk_id": chunk_id, "ordinal": n,
                                            "spans": [{"start": offset, "end": offset + len(text)}], "pages": [1],
                                            "regions": [{"page": 1, "x0": 0.1, "y0": 0.1, "x1": 0.9, "y1": 0.2}]})
             offset += len(text) + 2
     catalog = DeltaCatalog.open(kb_root)
     for name, table_rows in rows.items():
-        catalog.append(name, pa.Table.from_pylist(table_rows, schema=table_spec(name).schema))
+        if name == "documents" and version:
+            table = pa.Table.from_pylist(table_rows, schema=table_spec(name).schema)
+            catalog.merge_upsert(name, table, keys=["document_id"])
+        else:
+            catalog.append(name, pa.Table.from_pylist(table_rows, schema=table_spec(name).schema))
     vectors = rng.normal(size=(len(texts), DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     shas = [row["embed_text_sha"] for row in rows["chunks"]]
@@ -143,6 +156,42 @@ def in_process(config: KbConfig, embedder, searcher, queries: list[str]) -> dict
             lambda q: searcher.reranker.score(q, passages[q]),
         **{f"search {mode}": local_search(searcher, mode) for mode in MODES},
     }, queries)
+
+
+def with_segments(config: KbConfig, searcher, queries: list[str], args, *, fingerprint: str,
+                  rng: np.random.Generator) -> dict[int, dict[str, list[float]]]:
+    """Search latency per mode over base + 0, 1, 5… delta segments (``--segments``)."""
+    from kb_ray.index.refresh import refresh_index
+
+    counts, results, published = sorted(int(c) for c in args.segments.split(",")), {}, 0
+    config = config.model_copy(update={"index": config.index.model_copy(update={"compact_ratio": 1e9})})
+    for count in counts:
+        while published < count:
+            published += 1
+            texts = synthetic_texts(args.segment_docs * CHUNKS_PER_DOC, rng)
+            write_catalog(config.kb_root, texts, embedder_fp=fingerprint, rng=rng,
+                          first_doc=(published - 1) * args.segment_docs, version=f"-s{published}")
+            result = refresh_index(config)
+            assert result.action == "segment", result
+        searcher.refresh()
+        assert searcher.segment == count, (searcher.segment, count)
+        modes = ("dense", "lexical", "hybrid")
+        interleaved({mode: local_search(searcher, mode) for mode in modes}, queries[:5])
+        results[count] = interleaved({mode: local_search(searcher, mode) for mode in modes}, queries)
+        print(f"  {count} segments: " + ", ".join(f"{m} p50 {pct(ms)[0]:.1f} ms" for m, ms in results[count].items()),
+              flush=True)
+    return results
+
+
+def render_segments(args, results: dict[int, dict[str, list[float]]]) -> str:
+    lines = ["", f"## Delta segments (in process, {args.queries} queries, k=10; each segment rewrites "
+             f"{args.segment_docs} documents = {args.segment_docs * CHUNKS_PER_DOC} chunks)", "",
+             "| segments | " + " | ".join(f"{m} p50 ms | {m} p95 ms" for m in ("dense", "lexical", "hybrid")) + " |",
+             "| --- |" + " ---: |" * 6]
+    for count, modes in results.items():
+        cells = " | ".join(f"{pct(ms)[0]:.2f} | {pct(ms)[1]:.2f}" for ms in modes.values())
+        lines.append(f"| {count} | {cells} |")
+    return "\n".join(lines) + "\n"
 
 
 def body(query: str, mode: str) -> dict:
@@ -282,6 +331,10 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=400, help="per mode, concurrent phase")
     parser.add_argument("--max-seconds", type=float, default=20.0, help="per mode, concurrent phase")
     parser.add_argument("--work-dir", default=None, help="where the catalog goes (default: a temp folder)")
+    parser.add_argument("--segments", default=None, metavar="COUNTS",
+                        help="also measure search over this many delta segments, e.g. 0,1,5")
+    parser.add_argument("--segment-docs", type=int, default=20, help="documents each delta segment rewrites")
+    parser.add_argument("--no-http", action="store_true", help="skip the Ray Serve measurement")
     args = parser.parse_args()
     run(args)
 
@@ -311,20 +364,25 @@ def run(args) -> None:
     embedder, searcher = open_searcher(config)
     local = in_process(config, embedder, searcher, queries[:args.queries])
     print("in-process done", flush=True)
-    http = over_http(config, searcher, queries[:args.http_queries], clients=args.clients, max_requests=args.max_requests,
-                     max_seconds=args.max_seconds)
+    http = {} if args.no_http else over_http(config, searcher, queries[:args.http_queries], clients=args.clients,
+                                             max_requests=args.max_requests, max_seconds=args.max_seconds)
+    segments = with_segments(config, searcher, queries[:args.queries], args, fingerprint=fingerprint,
+                             rng=rng) if args.segments else {}
     corpus = (f"{args.n:,} synthetic chunks in {args.n // CHUNKS_PER_DOC:,} documents (80-180 Zipf words each), "
               f"random unit vectors dim {DIM} under the packaged MiniLM fingerprint; "
               f"{len(manifest.shards)} shards, dense={manifest.spec.get('dense')}, lexical={manifest.lexical_type}, "
               f"candidates={config.search.candidates} per retriever, rerank_candidates={config.search.rerank_candidates}")
-    text = render(args, corpus, local, http, index_s) + NOTES
+    text = render(args, corpus, local, http, index_s) + (render_segments(args, segments) if segments else "") + NOTES
+    print(text)
+    if args.no_http:  # a quick check: benchmarks/results/query.md keeps the full measurement
+        return
     out = REPO / "benchmarks" / "results" / "query.md"
     out.write_text(text, encoding="utf-8")
-    print(text)
     print(f"wrote {out} (total {time.perf_counter() - started:.0f} s)")
-    import ray
+    if not args.no_http:
+        import ray
 
-    ray.shutdown()
+        ray.shutdown()
 
 
 if __name__ == "__main__":

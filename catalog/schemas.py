@@ -227,7 +227,8 @@ INGEST_LOG = _table(
 INDEX_GENERATIONS = _table(
     "index_generations",
     ("generation_id",),
-    """One row per built index generation: its kind (dense, bm25, pages), the spec
+    """One row per built index generation: its kind (hybrid; ``segment`` for a delta segment,
+    id ``gen_…/seg_NNNN``, docs/indexes.md), the spec
     fingerprint, the catalog table versions it was built from (JSON: table → version, so
     it can be rebuilt identically), the manifest URI of its shards, status and stats.""",
     ("generation_id", pa.string()), ("kind", pa.string()), ("spec_fp", pa.string()),

@@ -1,4 +1,4 @@
-"""Index subcommands: ``build-index`` and ``index list|switch|drop``."""
+"""Index subcommands: ``build-index`` and ``index list|switch|drop|refresh|compact``."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     build.add_argument("--json", action="store_true")
     add_config_arguments(build)
     build.set_defaults(handler=run_build)
-    index = commands.add_parser("index", help="list, switch or drop index generations")
-    index.add_argument("action", choices=["list", "switch", "drop"])
+    index = commands.add_parser("index", help="list, switch or drop index generations; refresh (delta segment) "
+                                "or compact the live one (docs/indexes.md)")
+    index.add_argument("action", choices=["list", "switch", "drop", "refresh", "compact"])
     index.add_argument("generation", nargs="?", help="generation id (switch, drop)")
+    index.add_argument("--json", action="store_true", help="refresh, compact: print the result as JSON")
     add_config_arguments(index)
     index.set_defaults(handler=run_index)
 
@@ -51,6 +53,8 @@ def run_index(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     root, options = config.kb_root, config.storage_options
+    if args.action in ("refresh", "compact"):
+        return _refresh(config, compact_only=args.action == "compact", as_json=args.json)
     if args.action == "list":
         return _list_generations(config, live=read_current(root, storage_options=options))
     if not args.generation:
@@ -72,4 +76,27 @@ def _list_generations(config, *, live: str | None) -> int:
     for row in catalog.read("index_generations").sort_by("created_at").to_pylist():
         marker = "*" if row["generation_id"] == live else " "
         print(f"{marker} {row['generation_id']}  {row['status']}  {row['created_at']}  {row['catalog_versions_json']}")
+    return 0
+
+
+def _refresh(config, *, compact_only: bool, as_json: bool) -> int:
+    """``index refresh``: a delta segment (or compaction past index.compact_ratio); ``index compact``:
+    fold the live generation's segments into a new base. Both hold the catalog's writer lease."""
+    from kb_ray.catalog.delta import DeltaCatalog
+    from kb_ray.catalog.lease import writer_lease
+    from kb_ray.index.refresh import compact_index, refresh_index
+
+    catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+    with writer_lease(catalog, config, holder=f"index {'compact' if compact_only else 'refresh'}"):
+        result = compact_index(config) if compact_only else refresh_index(config)
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif result.action == "segment":
+        print(f"segment {result.segment} of {result.generation}: {result.rows} chunks of {result.documents} "
+              "changed documents")
+    elif result.action == "compacted":
+        print(f"compacted into {result.generation}: {result.rows} chunks — now live"
+              + (f" ({result.detail})" if result.detail else ""))
+    else:
+        print(f"nothing to refresh: {result.detail}")
     return 0

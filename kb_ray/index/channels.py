@@ -70,6 +70,23 @@ def channel_statistics(channels: Mapping[str, list]) -> dict[str, CorpusStatisti
     return {name: CorpusStatistics.of(terms) for name, terms in channels.items()}
 
 
+def live_statistics(parts: list[tuple[ChannelBm25Index, np.ndarray]]) -> dict[str, CorpusStatistics]:
+    """Per channel, the statistics of the rows where each index's ``live`` mask is set, summed
+    over several indexes (a base generation's shards and its delta segments): what
+    :func:`channel_statistics` gives over exactly those rows."""
+    merged = {}
+    for name in CHANNELS:
+        frequency: dict[str, int] = {}
+        documents = total = 0
+        for index, live in parts:
+            counts, rows, length = index.matrices[name].live_counts(live)
+            for term, df in counts.items():
+                frequency[term] = frequency.get(term, 0) + df
+            documents, total = documents + rows, total + length
+        merged[name] = CorpusStatistics.from_counts(frequency, documents, total)
+    return merged
+
+
 class ChannelBm25Index:
     name = "bm25"
 
@@ -85,6 +102,15 @@ class ChannelBm25Index:
         matrices = {name: Bm25Matrix.build(channels[name], statistics[name]) for name in CHANNELS}
         tie_order = np.argsort(np.argsort(np.array(tie_keys, dtype=str), kind="stable"), kind="stable")
         return cls(matrices, tie_order.astype(np.int64), analyzer)
+
+    @property
+    def reweightable(self) -> bool:
+        return all(matrix.reweightable for matrix in self.matrices.values())
+
+    def reweighted(self, statistics: Mapping[str, CorpusStatistics]) -> ChannelBm25Index:
+        """The same rows scored with other corpus statistics (kb_ray/index/segments.py)."""
+        return ChannelBm25Index({name: matrix.reweighted(statistics[name]) for name, matrix in self.matrices.items()},
+                                self.tie_order, self.analyzer)
 
     def save(self, path: str | Path) -> None:
         folder = Path(path)

@@ -81,13 +81,17 @@ def load_manifest(kb_root: str, generation_id: str, *,
 def switch_generation(kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None) -> None:
     """Make ``generation_id`` the live generation (atomic replace of ``CURRENT``)."""
     load_manifest(kb_root, generation_id, storage_options=storage_options)  # refuse incomplete ones
-    uri = join_uri(indexes_uri(kb_root), CURRENT_NAME)
+    write_pointer(join_uri(indexes_uri(kb_root), CURRENT_NAME), generation_id, storage_options)
+    logger.info("switched live index generation to %s", generation_id)
+
+
+def write_pointer(uri: str, value: str, storage_options: dict[str, str] | None = None) -> None:
+    """Replace a one-line pointer file atomically (``CURRENT``, a generation's segment pointer)."""
     if is_local(uri):
-        _replace_local(Path(local_path(uri)), generation_id + "\n")
+        _replace_local(Path(local_path(uri)), value + "\n")
     else:
         fs, path = _fs(uri, storage_options)
-        fs.pipe_file(path, (generation_id + "\n").encode("utf-8"))
-    logger.info("switched live index generation to %s", generation_id)
+        fs.pipe_file(path, (value + "\n").encode("utf-8"))
 
 
 def _replace_local(path: Path, text: str) -> None:
@@ -127,8 +131,13 @@ def staging_dir(kb_root: str, generation_id: str) -> Path:
 
 def publish(staged: Path, kb_root: str, generation_id: str, *, storage_options: dict[str, str] | None = None) -> None:
     """Move a fully built staging folder to its final place (manifest included)."""
-    target = generation_uri(kb_root, generation_id)
+    publish_folder(staged, generation_uri(kb_root, generation_id), storage_options=storage_options)
+
+
+def publish_folder(staged: Path, target: str, *, storage_options: dict[str, str] | None = None) -> None:
+    """Rename (local) or upload (object store, manifest last) a staged folder to ``target``."""
     if is_local(target):
+        Path(local_path(target)).parent.mkdir(parents=True, exist_ok=True)
         try:
             os.replace(staged, local_path(target))
         except OSError:  # a concurrent build of the same generation won; same content
@@ -152,12 +161,19 @@ def local_generation_dir(kb_root: str, generation_id: str, *, storage_options: d
     The copy is made in a temporary folder and renamed into place, so a folder that
     exists is complete (generations are immutable once published).
     """
-    uri = generation_uri(kb_root, generation_id)
+    return local_copy(generation_uri(kb_root, generation_id), generation_id, storage_options=storage_options,
+                      cache_root=cache_root)
+
+
+def local_copy(uri: str, name: str, *, storage_options: dict[str, str] | None = None,
+               cache_root: str | Path | None = None) -> Path:
+    """A local folder holding an immutable published folder with a manifest (a generation's
+    shards or one of its delta segments): the folder itself on a local root, else a cached copy."""
     if is_local(uri):
         return Path(local_path(uri))
     root = Path(cache_root or os.environ.get("KB_RAY_INDEX_CACHE")
                 or Path(tempfile.gettempdir()) / "kb_ray_index_cache")
-    cache = root / f"{generation_id}-{hashlib.sha256(uri.encode()).hexdigest()[:12]}"
+    cache = root / f"{name}-{hashlib.sha256(uri.encode()).hexdigest()[:12]}"
     if (cache / MANIFEST_NAME).is_file():
         return cache
     shutil.rmtree(cache, ignore_errors=True)  # a copy left incomplete by an older kb-ray

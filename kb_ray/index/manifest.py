@@ -12,7 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_FORMAT_VERSION = 3  # 2: the bm25 channel index (kb_ray.index.channels); 3: lineage columns in hydration
+INDEX_FORMAT_VERSION = 4  # 2: the bm25 channel index (kb_ray.index.channels); 3: lineage columns in hydration;
+# 4: bm25 term frequencies and row lengths beside the weights (re-weighting for delta segments)
 MANIFEST_NAME = "manifest.json"
 HYDRATION_FILE = "hydration.parquet"
 DENSE_FILE = "dense.faiss"

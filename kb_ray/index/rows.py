@@ -82,12 +82,36 @@ def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str 
     return next(iter(present), "")
 
 
-def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str) -> tuple[pa.Table, list]:
-    """Hydration rows (``HYDRATION_SCHEMA``) sorted by chunk_id, and their vectors."""
+DOCUMENT_STATE = ("document_id", "version_id", "title", "uri", "collection", "tags", "mime", "created_at",
+                  "metadata_json", "acl")
+"""The hydration columns that are the same on every row of a document: a document whose
+values differ from an index's rows needs its rows written again (kb_ray/index/refresh.py)."""
+
+
+def active_document_states(connection: duckdb.DuckDBPyConnection) -> pa.Table:
+    """One row of :data:`DOCUMENT_STATE` per document with indexed chunks."""
+    table = connection.sql(f"SELECT DISTINCT {', '.join(DOCUMENT_STATE)} FROM ({_ACTIVE_CHUNKS}) a").to_arrow_table()
+    return table.cast(pa.schema([HYDRATION_SCHEMA.field(name) for name in DOCUMENT_STATE]))
+
+
+def active_versions(connection: duckdb.DuckDBPyConnection) -> pa.Array:
+    rows = connection.sql("SELECT DISTINCT active_version_id FROM documents WHERE active_version_id IS NOT NULL")
+    return rows.to_arrow_table().column(0).combine_chunks().cast(pa.string())
+
+
+def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str, *,
+                    documents: list[str] | None = None) -> tuple[pa.Table, list]:
+    """Hydration rows (``HYDRATION_SCHEMA``) sorted by chunk_id, and their vectors; only those
+    of ``documents`` when given (a delta segment)."""
+    where = ""
+    if documents is not None:
+        connection.register("only_documents", pa.table({"document_id": pa.array(documents, pa.string())}))
+        where = "WHERE a.document_id IN (SELECT document_id FROM only_documents)"
     result = connection.sql(f"""
         SELECT a.* EXCLUDE (embed_text_sha), e.vector FROM ({_ACTIVE_CHUNKS}) a
         LEFT JOIN (SELECT * FROM embeddings WHERE embedder_fp = ?) e
                ON e.embed_text_sha = a.embed_text_sha
+        {where}
         ORDER BY a.chunk_id""", params=[embedder_fp]).to_arrow_table()
     vectors = result.column("vector")
     missing = vectors.null_count

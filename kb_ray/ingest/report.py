@@ -38,6 +38,7 @@ class IngestReport:
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> rows in/out, busy seconds, counts
     driver: dict[str, float] = field(default_factory=lambda: {"wait_seconds": 0.0, "commit_seconds": 0.0})
     failures: list[dict[str, str]] = field(default_factory=list)
+    index_refresh: dict[str, Any] | None = None  # index.auto_refresh: kb_ray.index.refresh.RefreshResult
 
     def add_summary(self, summary: pa.Table) -> None:
         rows = summary.to_pylist()
@@ -92,6 +93,10 @@ class IngestReport:
 
     def _optional_lines(self) -> list[str]:
         lines = []
+        if self.index_refresh:
+            r = self.index_refresh
+            lines.append(f"  index      {r['action']} (generation {r['generation']}, segment {r['segment']}, "
+                         f"{r['rows']} chunks)" + (f": {r['detail']}" if r["detail"] else ""))
         if any(self.page_images.values()) or any(self.page_embeddings.values()):
             p, pe = self.page_images, self.page_embeddings
             lines.append(f"  page images rendered {p['rendered']} (limits noted on {p['noted']} documents)"

@@ -57,7 +57,19 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
                                         before_commit=lease.check)
         _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
                            on_progress=on_progress, verbose=verbose, uploads=uploads)
+        if config.index.auto_refresh:
+            _refresh_index(config, report)
     return report
+
+
+def _refresh_index(config: KbConfig, report: IngestReport) -> None:
+    """``index.auto_refresh``: a delta segment over the live generation (docs/indexes.md),
+    still under the writer lease; nothing is written when the run changed nothing."""
+    from kb_ray.index.refresh import refresh_index
+
+    result = refresh_index(config)
+    report.index_refresh = result.to_dict()
+    logger.info("index refresh after %s: %s", report.run_id, result.to_dict())
 
 
 def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: MicroBatchCommitter,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -25,6 +25,7 @@ from kb_ray.config import KbConfig
 from kb_ray.errors import KbRayError
 from kb_ray.index.generations import GenerationError, load_manifest, local_generation_dir, read_current
 from kb_ray.index.manifest import GenerationManifest
+from kb_ray.index.segments import latest_segment
 from kb_ray.search.assembly import HitAssembler, dense_floor, resort_by_confidence
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.search.filters import parse_filters
@@ -33,6 +34,7 @@ from kb_ray.search.gate import ActivePointers
 from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import CrossEncoderReranker, Reranker
+from kb_ray.search.segment_sets import SegmentSets, attach_segments
 from kb_ray.search.shard import SearchShard, gather_ranked
 
 logger = logging.getLogger(__name__)
@@ -64,6 +66,12 @@ class _Loaded:
     shards: list[SearchShard]
     pages: PageIndex | None = None
     locator: ChunkLocator | None = None
+    sets: SegmentSets | None = None  # the base and delta segment shards as loaded (kb_ray/search/segment_sets.py)
+    lineage: GenerationManifest | None = None  # with segments: catalog_versions of the newest one
+
+    @property
+    def segment(self) -> int:
+        return self.sets.number if self.sets else 0
 
 
 class _Timer:
@@ -131,14 +139,27 @@ class HybridSearcher:
     def has_page_index(self) -> bool:
         return self._loaded.pages is not None
 
+    @property
+    def segment(self) -> int:
+        """The newest delta segment of the generation being served (0: none)."""
+        return self._loaded.segment
+
     def refresh(self) -> bool:
-        """Follow ``CURRENT``: load and switch to a new live generation; True if switched."""
+        """Follow ``CURRENT`` and the live generation's delta segments; True if what is
+        searched changed (a new generation, or new segments of this one)."""
         if self.pinned is not None:
             return False
         current = self._current()
         with self._lock:
             if current == self.generation:
-                return False
+                upto = latest_segment(self.config.kb_root, current, storage_options=self.config.storage_options)
+                if upto == self._loaded.segment:
+                    return False
+                self._loaded = self._with_segments(self._loaded.manifest, self._loaded.sets, self._loaded.pages,
+                                                   upto=upto)
+                self.gate.invalidate()  # a segment's documents are active: do not wait out the gate's cache
+                logger.info("search loaded segments of %s up to %d", current, upto)
+                return True
             self._loaded = self._load(current)
         logger.info("search switched to generation %s", current)
         return True
@@ -157,7 +178,15 @@ class HybridSearcher:
         pages = PageIndex.load(folder, manifest.pages) if manifest.pages else None
         logger.info("loaded generation %s (%d chunks, %d shards, %d pages)", generation_id, manifest.rows,
                     len(shards), manifest.pages["rows"] if manifest.pages else 0)
-        return _Loaded(manifest, shards, pages, ChunkLocator(shards))
+        upto = latest_segment(self.config.kb_root, generation_id, storage_options=options)
+        return self._with_segments(manifest, SegmentSets(shards), pages, upto=upto)
+
+    def _with_segments(self, manifest: GenerationManifest, sets: SegmentSets, pages: PageIndex | None, *,
+                       upto: int) -> _Loaded:
+        sets, shards = attach_segments(self.config, manifest, sets, upto=upto)
+        lineage = replace(manifest, catalog_versions={**manifest.catalog_versions,
+                                                      **sets.segments[-1].catalog_versions}) if sets.segments else None
+        return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets, lineage)
 
     # -- searching ---------------------------------------------------------------------
 
@@ -308,7 +337,8 @@ class HybridSearcher:
         if candidate.shard == PAGE_SHARD:
             return loaded.pages.hydrate(candidate.row, query=query, score=score, ranks=candidate.ranks,
                                         scores=candidate.scores)
-        return hydrate(candidate, loaded.shards[candidate.shard], score=score, manifest=loaded.manifest)
+        return hydrate(candidate, loaded.shards[candidate.shard], score=score,
+                       manifest=loaded.lineage or loaded.manifest)
 
     def _get_embedder(self) -> Any:
         if self._embedder is None:

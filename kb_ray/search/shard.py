@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,25 @@ Rows = tuple[np.ndarray, np.ndarray]
 class SearchShard:
     """Searches one shard; every search takes a row mask applied before top-k."""
 
-    def __init__(self, info: ShardInfo, hydration: pa.Table, dense: FaissShard | None, lexical: Any) -> None:
+    def __init__(self, info: ShardInfo, hydration: pa.Table, dense: FaissShard | None, lexical: Any, *,
+                 visible: np.ndarray | None = None) -> None:
         self.info = info
         self.hydration = hydration
         self.dense_index = dense
         self.lexical_index = lexical
+        self.visible = visible  # rows a newer delta segment has not replaced (None: all)
         self.chunk_ids: list[str] = hydration.column("chunk_id").to_pylist()
         self.tie_keys: list[str] = tie_keys(hydration)
         self._metadata: dict[str, list[Any]] = {}
         self._gate: tuple[int, np.ndarray] | None = None
+
+    def placed(self, position: int, *, lexical: Any, visible: np.ndarray | None) -> SearchShard:
+        """This shard's data as shard ``position`` of a base ∪ segments set, scored by ``lexical``."""
+        shard = SearchShard.__new__(SearchShard)
+        shard.__dict__.update(self.__dict__)
+        shard.info, shard.lexical_index, shard.visible = replace(self.info, shard=position), lexical, visible
+        shard._metadata, shard._gate = self._metadata, None
+        return shard
 
     @classmethod
     def load(cls, generation_dir: Path, info: ShardInfo, lexical_type: str) -> SearchShard:
@@ -64,14 +75,16 @@ class SearchShard:
         return mask
 
     def gate_mask(self, token: int, active_versions: pa.Array) -> np.ndarray:
-        """Rows whose version is still its document's active version (cached per snapshot).
+        """Rows whose version is still its document's active version (cached per snapshot) and
+        that no newer delta segment replaced.
 
         A version id belongs to exactly one document, so "version_id is an active version"
         equals "the document's active pointer names this version".
         """
         if self._gate is None or self._gate[0] != token:
             active = pc.is_in(self.hydration.column("version_id"), value_set=active_versions)
-            self._gate = (token, pc.fill_null(active, False).to_numpy(zero_copy_only=False).astype(bool))
+            gate = pc.fill_null(active, False).to_numpy(zero_copy_only=False).astype(bool)
+            self._gate = (token, gate if self.visible is None else gate & self.visible)
         return self._gate[1]
 
     def dense(self, query_vector: np.ndarray, k: int, mask: np.ndarray) -> Rows:

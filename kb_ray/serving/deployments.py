@@ -44,7 +44,6 @@ from kb_ray.serving.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetri
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
 MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its content-length, or once that much arrived
-REFRESH_EVERY_S = 1.0
 WARM_UP_QUERY = "warm-up query"
 api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
 api.add_middleware(BearerAuth)  # a request without a valid key is refused first (docs/auth.md)
@@ -91,6 +90,7 @@ class ShardSearcher:
         self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
         self.as_of = AsOfSearchers(self.searcher.catalog, kb_root=config.kb_root, make=self.searcher.at,
                                    storage_options=config.storage_options)
+        self._refresh_every_s = config.index.refresh_interval_s  # new generations and delta segments
         self._checked = time.monotonic()
         self._warm_up()
 
@@ -110,7 +110,7 @@ class ShardSearcher:
     def search(self, request: dict[str, Any], query_vector: list[float] | None) -> dict[str, Any]:
         from kb_ray.search.as_of import AsOfError, NoCoveringGeneration
 
-        if time.monotonic() - self._checked > REFRESH_EVERY_S:
+        if time.monotonic() - self._checked > self._refresh_every_s:
             self._checked = time.monotonic()
             self.searcher.refresh()
         try:
