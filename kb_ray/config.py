@@ -225,10 +225,10 @@ class IndexSettings(_Settings):
     lexical_heading_in_body: bool = True  # the heading path is part of the body channel (beat a heading channel)
     switch_after_build: bool = True
     filterable_metadata: list[str] = Field(default_factory=list)  # metadata_json keys usable in filters
-    # delta segments (docs/indexes.md): publish one at the end of every ingest run when a live
-    # generation exists; searchers pick new segments up every refresh_interval_s; a refresh
-    # compacts (full build) once segment rows exceed compact_ratio x base rows
-    auto_refresh: bool = False
+    # delta segments (docs/indexes.md): publish one at the end of every ingest run (batch or
+    # upload) when a live generation exists; searchers pick new segments up every
+    # refresh_interval_s; a refresh compacts (full build) once segment rows exceed compact_ratio x base rows
+    auto_refresh: bool = True
     refresh_interval_s: float = Field(1.0, gt=0)
     compact_ratio: float = Field(0.25, gt=0)
 

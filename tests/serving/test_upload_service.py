@@ -30,6 +30,8 @@ PORT = 8773
 URL = f"http://127.0.0.1:{PORT}"
 UPLOAD_LIMIT = 64 * 1024
 NOTE_V1 = b"# Zephyrine pump notes\n\nThe zephyrine impeller is checked every spring.\n"
+REFRESH_S = 1.0
+FRESH_WITHIN_S = REFRESH_S + 2 + 3  # the searcher's refresh interval, the 2 s gate cache, a segment load
 NOTE_V2 = b"# Zephyrine pump notes\n\nThe zephyrine impeller is replaced every autumn.\n"
 
 
@@ -45,7 +47,8 @@ def service(ray_session, tmp_path_factory):
     assert report.status == "succeeded", report.to_dict()
     _check_raw_blobs_kept(kb_root, sources)
     config = golden_config(kb_root, "embedding.num_threads=1", "search.evidence=lexical",
-                           f"serve.upload_max_bytes={UPLOAD_LIMIT}")
+                           f"serve.upload_max_bytes={UPLOAD_LIMIT}", "index.auto_refresh=true",
+                           f"index.refresh_interval_s={REFRESH_S}", "index.compact_ratio=100")
     build_index(config)
     config.serve.auth = AuthSettings(enabled=True, tenants={"acme": ["acme"], "beta": ["beta"]}, cache_ttl_s=0.2)
     store = ApiKeyStore(DeltaCatalog.open(str(kb_root), create=False))
@@ -117,12 +120,14 @@ def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_a
     assert changed["files"][0]["action"] == "changed" and changed["files"][0]["document_id"] == document_id
     assert changed["files"][0]["version_id"] != status["files"][0]["version_id"]
 
-    build_index(service["config"])
-    deadline = time.monotonic() + 30  # the searcher follows CURRENT within a second
+    # no build-index: the upload worker's ingest published a delta segment (index.auto_refresh)
+    generation = _generation()
+    deadline = time.monotonic() + FRESH_WITHIN_S
     while not (hits := search(keys["acme-reader"], "zephyrine impeller autumn", tags_any=["pumps"])) \
             and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert hits and hits[0]["document_id"] == document_id
+        time.sleep(0.25)
+    assert hits and hits[0]["document_id"] == document_id, f"not searchable {FRESH_WITHIN_S} s after its ingest"
+    assert _generation() == generation  # the same base generation, with a segment: no rebuild
     assert not search(keys["acme-reader"], "zephyrine impeller autumn", tags_any=["spring"])  # v2 dropped the tag
 
     path = f"{URL}/v1/documents/{document_id}"
@@ -133,6 +138,10 @@ def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_a
     assert not [hit for hit in search(keys["acme-reader"], "zephyrine impeller autumn")
                 if hit["document_id"] == document_id]  # at once: the searcher's gate was invalidated
     assert httpx.delete(path, headers=_auth(keys["acme-writer"])).status_code == 404
+
+
+def _generation() -> str:
+    return httpx.get(f"{URL}/healthz", timeout=30).json()["generation"]
 
 
 def _files_outside(root: Path, kb_root: Path) -> dict[str, tuple[int, int]]:
