@@ -44,6 +44,7 @@ class AsOfTarget:
     generation_id: str
     documents_version: int
     point: dict[str, int]  # the resolved point: table -> version (only documents for catalog_version)
+    segment: int = 0  # the generation's delta segments 1..segment are searched with it (kb_ray/index/segments.py)
 
 
 def resolve_point(catalog: DeltaCatalog, as_of: dict[str, Any], *, timeline: CommitTimeline | None = None,
@@ -68,10 +69,18 @@ def resolve_point(catalog: DeltaCatalog, as_of: dict[str, Any], *, timeline: Com
 
 
 def retained_generations(catalog: DeltaCatalog) -> list[dict[str, Any]]:
-    """``index_generations`` rows as ``{"generation_id", "catalog_versions", "created_at"}``."""
+    """``index_generations`` rows as ``{"generation_id", "segment", "catalog_versions", "created_at"}``:
+    a delta segment's row (id ``gen_…/seg_NNNN``) is its base generation searched with segments
+    1..NNNN, covering the versions that segment was built at."""
     rows = catalog.read("index_generations", columns=["generation_id", "catalog_versions_json", "created_at"])
-    return [{"generation_id": r["generation_id"], "catalog_versions": json.loads(r["catalog_versions_json"] or "{}"),
-             "created_at": r["created_at"]} for r in rows.to_pylist()]
+    return [{**_generation_and_segment(r["generation_id"]),
+             "catalog_versions": json.loads(r["catalog_versions_json"] or "{}"), "created_at": r["created_at"]}
+            for r in rows.to_pylist()]
+
+
+def _generation_and_segment(row_id: str) -> dict[str, Any]:
+    base, _, segment = row_id.partition("/")
+    return {"generation_id": base, "segment": int(segment.removeprefix("seg_")) if segment else 0}
 
 
 def covering(generations: list[dict[str, Any]], point: dict[str, int]) -> list[dict[str, Any]]:
@@ -82,7 +91,8 @@ def covering(generations: list[dict[str, Any]], point: dict[str, int]) -> list[d
         return GATE_TABLE in versions and all(v <= point[name] for name, v in versions.items() if name in point)
 
     found = [g for g in generations if inside(g["catalog_versions"])]
-    return sorted(found, key=lambda g: (g["catalog_versions"][GATE_TABLE], str(g["created_at"])), reverse=True)
+    return sorted(found, key=lambda g: (g["catalog_versions"][GATE_TABLE], str(g["created_at"]), g["segment"]),
+                  reverse=True)
 
 
 def choose_target(catalog: DeltaCatalog, as_of: dict[str, Any], *, kb_root: str,
@@ -95,7 +105,7 @@ def choose_target(catalog: DeltaCatalog, as_of: dict[str, Any], *, kb_root: str,
     for candidate in covering(generations, point):
         manifest = _manifest_or_none(kb_root, candidate["generation_id"], storage_options)
         if manifest is not None and (embedder_fp is None or manifest.embedder_fp == embedder_fp):
-            return AsOfTarget(manifest.generation_id, point[GATE_TABLE], point)
+            return AsOfTarget(manifest.generation_id, point[GATE_TABLE], point, segment=candidate["segment"])
     raise NoCoveringGeneration(f"no retained index generation covers as_of {_shown(as_of)} (catalog point "
                                f"{point}): every kept generation was built from later table versions, or "
                                "with another embedder; pick a later point or build an index at it "
@@ -124,7 +134,7 @@ class AsOfSearchers:
         self.storage_options = storage_options
         self.timeline = CommitTimeline(catalog)
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
 
     def searcher_for(self, as_of: dict[str, Any], *, embedder_fp: str | None = None) -> Any:
         try:
@@ -132,12 +142,13 @@ class AsOfSearchers:
                                    embedder_fp=embedder_fp, timeline=self.timeline)
         except CatalogError as exc:  # a bad timestamp, or a documents version vacuum took
             raise AsOfError(str(exc)) from exc
-        key = (target.generation_id, target.documents_version)
+        key = (target.generation_id, target.segment, target.documents_version)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        searcher = self.make(generation_id=target.generation_id, gate_version=target.documents_version)
+        searcher = self.make(generation_id=target.generation_id, gate_version=target.documents_version,
+                             segment=target.segment)
         try:
             searcher.gate.snapshot()  # read the past pointers now: vacuum may have removed them
         except (CatalogError, OSError) as exc:

@@ -93,8 +93,9 @@ class HybridSearcher:
 
     def __init__(self, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
                  embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None,
-                 gate_version: int | None = None) -> None:
+                 gate_version: int | None = None, segment: int | None = None) -> None:
         self.config = config
+        self.pinned_segment = segment  # with generation_id: load its delta segments 1..segment only (as-of)
         if config.search.faiss_threads:
             import faiss
 
@@ -112,19 +113,23 @@ class HybridSearcher:
     @classmethod
     def open(cls, config: KbConfig, *, generation_id: str | None = None, reranker: Reranker | None = None,
              embedder: Any = None, gate_max_age_s: float = 2.0, page_embedder: Any = None,
-             gate_version: int | None = None) -> HybridSearcher:
+             gate_version: int | None = None, segment: int | None = None) -> HybridSearcher:
         """Load the live generation (or ``generation_id``); a reranker comes from config if set;
-        ``gate_version`` fixes the gate at that ``documents`` version (as-of search)."""
+        ``gate_version`` fixes the gate at that ``documents`` version and ``segment`` the pinned
+        generation's delta segments at 1..segment (as-of search)."""
         if reranker is None and config.search.rerank_model_path:
             reranker = CrossEncoderReranker(config.search.rerank_model_path)
         return cls(config, generation_id=generation_id, reranker=reranker, embedder=embedder,
-                   gate_max_age_s=gate_max_age_s, page_embedder=page_embedder, gate_version=gate_version)
+                   gate_max_age_s=gate_max_age_s, page_embedder=page_embedder, gate_version=gate_version,
+                   segment=segment)
 
-    def at(self, *, generation_id: str, gate_version: int) -> HybridSearcher:
-        """A searcher pinned to ``generation_id`` whose gate reads ``documents`` at
-        ``gate_version`` (as-of search, kb_ray/search/as_of.py); it shares this one's models."""
+    def at(self, *, generation_id: str, gate_version: int, segment: int = 0) -> HybridSearcher:
+        """A searcher pinned to ``generation_id`` with its delta segments up to ``segment``, whose
+        gate reads ``documents`` at ``gate_version`` (as-of search, kb_ray/search/as_of.py); it
+        shares this one's models."""
         return HybridSearcher(self.config, generation_id=generation_id, reranker=self.reranker,
-                              embedder=self._embedder, page_embedder=self._page_embedder, gate_version=gate_version)
+                              embedder=self._embedder, page_embedder=self._page_embedder, gate_version=gate_version,
+                              segment=segment)
 
     @property
     def manifest(self) -> GenerationManifest:
@@ -178,7 +183,8 @@ class HybridSearcher:
         pages = PageIndex.load(folder, manifest.pages) if manifest.pages else None
         logger.info("loaded generation %s (%d chunks, %d shards, %d pages)", generation_id, manifest.rows,
                     len(shards), manifest.pages["rows"] if manifest.pages else 0)
-        upto = latest_segment(self.config.kb_root, generation_id, storage_options=options)
+        upto = self.pinned_segment if self.pinned_segment is not None else \
+            latest_segment(self.config.kb_root, generation_id, storage_options=options)
         return self._with_segments(manifest, SegmentSets(shards), pages, upto=upto)
 
     def _with_segments(self, manifest: GenerationManifest, sets: SegmentSets, pages: PageIndex | None, *,

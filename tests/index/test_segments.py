@@ -240,3 +240,31 @@ def test_segments_are_recorded_so_maintain_keeps_their_catalog_versions(corpus, 
     assert all(version in kept[table] for table, version in covered.items())
     rows = DeltaCatalog.open(str(root), create=False).read("index_generations").to_pylist()
     assert {(r["generation_id"], r["kind"]) for r in rows} >= {(f"{segment.generation}/seg_0001", "segment")}
+
+
+def test_as_of_searches_the_segments_that_existed_at_the_point(corpus, tmp_path):
+    """A point before segment 1 is searched with the base alone (d01 at its first version, the
+    new n10 absent); the latest point with segment 1 (d01's second version, n10 found). Loading
+    every segment for an old point would hide d01's base rows behind a version the past gate
+    does not know, so d01 would vanish."""
+    from kb_ray.search.as_of import AsOfSearchers
+
+    root, config = tmp_path / "kb", _config(tmp_path / "kb")
+    before = corpus.catalog.delta_table("documents").version()
+    first_text = " ".join(chunk["text"] for chunk in corpus.documents["d01"]["chunks"])
+    _change(corpus, 1)
+    assert refresh_index(config).segment == 1
+    after = corpus.catalog.delta_table("documents").version()
+    live = HybridSearcher.open(config)
+    searchers = AsOfSearchers(corpus.catalog, kb_root=str(root), make=live.at)
+
+    def versions(as_of: dict, key: str, query: str) -> set[str]:
+        hits = searchers.searcher_for(as_of).search(query, k=10, mode="lexical",
+                                                    filters={"document_ids": [f"doc_{key}"]}).hits
+        return {hit["version_id"] for hit in hits}
+
+    new_text = " ".join(chunk["text"] for chunk in corpus.documents["n10"]["chunks"])
+    assert versions({"catalog_version": before}, "d01", first_text) == {"ver_d01_1"}
+    assert versions({"catalog_version": before}, "n10", new_text) == set()
+    assert versions({"catalog_version": after}, "d01", first_text) == {"ver_d01_2"}
+    assert versions({"catalog_version": after}, "n10", new_text) == {"ver_n10_1"}
