@@ -323,7 +323,8 @@ class HybridSearcher:
         tie_keys = {cid: loaded.shards[shard].tie_keys[row] for cid, (shard, row) in where.items() if shard != PAGE_SHARD}
         settings = self.config.search
         fused = fuse({name: [item[:2] for item in items] for name, items in ranked.items()}, method=settings.fusion,
-                     rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys)
+                     rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys,
+                     tie_break=() if settings.rrf_tie_break == "content" else (settings.rrf_tie_break,))
         positions = {name: {item[0]: (rank, item[1]) for rank, item in enumerate(items, 1)}
                      for name, items in ranked.items()}
         candidates = []
