@@ -5,7 +5,7 @@
 
 Runs the eval harness (kb_ray.eval.run_eval, k = 20) once with the default settings in
 dense, lexical and hybrid mode plus the naive reference, then hybrid again with each other
-tie-break (``content``: the content hash alone, the behaviour before; ``dense``); dense and
+tie-break (``content``: the content-hash tie key alone, the default; ``lexical``; ``dense``); dense and
 lexical mode do not fuse, so they are the same in every row. Prints R@1 / R@5 / MRR per row.
 ``--split`` keeps the ids that ``benchmarks/realdocs/queries.split.json`` lists under it.
 """

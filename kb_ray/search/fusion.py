@@ -12,8 +12,8 @@ input mapping cannot change a float), and equal scores are ordered by ``tie_keys
 
 RRF ties are common at the top: a chunk ranked (1, 3) by two retrievers scores exactly as
 one ranked (3, 1). ``tie_break`` names retrievers whose ranks order such ties before the
-tie keys (``search.rrf_tie_break``: ``lexical`` by default, the retriever that is stronger
-alone on the realdocs dev split and golden; benchmarks/results/eval.md "RRF ties").
+tie keys (``search.rrf_tie_break``; off by default: ordering ties by the lexical rank won on
+the realdocs dev split and golden and lost on test, benchmarks/results/eval.md "RRF ties").
 """
 
 from __future__ import annotations
@@ -95,6 +95,11 @@ def fuse(scored_lists: Mapping[str, Scored], *, method: str = "rrf", rrf_k: int 
     if method not in FUSIONS:
         raise ValueError(f"unknown fusion {method!r}; use one of {', '.join(FUSIONS)}")
     return convex(scored_lists, normalization=method, weights=weights, tie_keys=tie_keys)
+
+
+def tie_break_retrievers(setting: str) -> tuple[str, ...]:
+    """The ``tie_break`` of :func:`rrf` for ``search.rrf_tie_break`` (``content``: none)."""
+    return () if setting == "content" else (setting,)
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from kb_ray.index.manifest import GenerationManifest
 from kb_ray.search.assembly import HitAssembler, dense_floor, resort_by_confidence
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.search.filters import parse_filters
-from kb_ray.search.fusion import fuse
+from kb_ray.search.fusion import fuse, tie_break_retrievers
 from kb_ray.search.gate import ActivePointers
 from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
@@ -324,7 +324,7 @@ class HybridSearcher:
         settings = self.config.search
         fused = fuse({name: [item[:2] for item in items] for name, items in ranked.items()}, method=settings.fusion,
                      rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys,
-                     tie_break=() if settings.rrf_tie_break == "content" else (settings.rrf_tie_break,))
+                     tie_break=tie_break_retrievers(settings.rrf_tie_break))
         positions = {name: {item[0]: (rank, item[1]) for rank, item in enumerate(items, 1)}
                      for name, items in ranked.items()}
         candidates = []

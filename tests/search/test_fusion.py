@@ -114,3 +114,15 @@ def test_fuse_passes_the_tie_break_to_rrf_only():
     assert [i for i, _ in fuse(tied, tie_keys={"x": "0", "y": "1"}, tie_break=("lexical",))] == ["y", "x"]
     assert [i for i, _ in fuse(tied, tie_keys={"x": "0", "y": "1"})] == ["x", "y"]
     assert fuse(tied, method="minmax", tie_break=("lexical",)) == convex(tied)
+
+
+def test_the_rrf_tie_break_setting_defaults_to_the_content_order_and_is_checked():
+    from kb_ray.config import load_config
+    from kb_ray.errors import ConfigError
+    from kb_ray.search.fusion import tie_break_retrievers
+
+    assert load_config().search.rrf_tie_break == "content" and tie_break_retrievers("content") == ()
+    chosen = load_config(overrides=["search.rrf_tie_break=lexical"]).search.rrf_tie_break
+    assert tie_break_retrievers(chosen) == ("lexical",)
+    with pytest.raises(ConfigError):
+        load_config(overrides=["search.rrf_tie_break=bm25"])
