@@ -239,6 +239,12 @@ class SearchSettings(_Settings):
     max_query_chars: int = Field(4000, ge=16)  # a longer query is refused (HTTP 400) before it is embedded
     candidates: int = 100  # per retriever, before fusion
     rrf_k: int = 60
+    # how equal RRF scores are ordered (a chunk ranked (1, 3) ties with one ranked (3, 1)):
+    # "content": the content-hash tie key alone (default, the behaviour before); "lexical" /
+    # "dense": by that retriever's rank, then the tie key. "lexical" won on the realdocs dev
+    # split and golden but lost on test (hybrid R@1 0.537 -> 0.493): not the default
+    # (benchmarks/results/eval.md "RRF ties")
+    rrf_tie_break: Literal["content", "lexical", "dense"] = "content"
     # rrf: reciprocal rank fusion; minmax / zscore: weighted sum of normalized scores (kb_ray/search/fusion.py)
     fusion: Literal["rrf", "minmax", "zscore"] = "rrf"
     weights: dict[str, float] = Field(default_factory=dict)  # retriever -> fusion weight (default 1)

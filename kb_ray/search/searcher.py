@@ -29,7 +29,7 @@ from kb_ray.index.segments import latest_segment
 from kb_ray.search.assembly import HitAssembler, dense_floor, resort_by_confidence
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.search.filters import parse_filters
-from kb_ray.search.fusion import fuse
+from kb_ray.search.fusion import fuse, tie_break_retrievers
 from kb_ray.search.gate import ActivePointers
 from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
@@ -359,7 +359,8 @@ class HybridSearcher:
         tie_keys = {cid: loaded.shards[shard].tie_keys[row] for cid, (shard, row) in where.items() if shard != PAGE_SHARD}
         settings = self.config.search
         fused = fuse({name: [item[:2] for item in items] for name, items in ranked.items()}, method=settings.fusion,
-                     rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys)
+                     rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys,
+                     tie_break=tie_break_retrievers(settings.rrf_tie_break))
         positions = {name: {item[0]: (rank, item[1]) for rank, item in enumerate(items, 1)}
                      for name, items in ranked.items()}
         candidates = []

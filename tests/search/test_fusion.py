@@ -80,3 +80,49 @@ def test_fuse_dispatches_and_rejects_unknown_methods():
         fuse(lists_, method="borda")
     with pytest.raises(ValueError, match="normalization"):
         convex(lists_, normalization="rank")
+
+
+# -- RRF ties broken by a retriever's rank (search.rrf_tie_break) ----------------------------
+
+def test_rrf_tie_break_orders_equal_scores_by_that_retrievers_rank():
+    lists_ = {"dense": ["x", "y", "z"], "lexical": ["y", "q", "x"]}  # x: ranks (1, 3), y: (2, 1): no tie
+    tied = {"dense": ["x", "m", "y"], "lexical": ["y", "n", "x"]}  # x: dense 1 + lexical 3 == y: lexical 1 + dense 3
+    keys = {"x": "0", "y": "1"}  # the content hash alone puts x first
+    assert [i for i, _ in rrf(tied, tie_keys=keys)][:2] == ["x", "y"]
+    assert [i for i, _ in rrf(tied, tie_keys=keys, tie_break=("lexical",))][:2] == ["y", "x"]
+    assert [i for i, _ in rrf(tied, tie_keys=keys, tie_break=("dense",))][:2] == ["x", "y"]
+    assert rrf(lists_, tie_break=("lexical",)) == rrf(lists_)  # no ties: the same ranking
+
+
+def test_rrf_tie_break_puts_a_missing_item_last_and_ignores_an_absent_retriever():
+    tied = {"dense": ["a", "b"], "page": ["b", "a"]}  # a and b tie; neither is in a lexical list
+    assert [i for i, _ in rrf(tied, tie_keys={"a": "1", "b": "0"}, tie_break=("lexical",))] == ["b", "a"]
+    only_dense = {"dense": ["a"], "lexical": ["c"], "page": ["c", "a"]}  # a: 1/61 + 1/62 == c
+    assert [i for i, _ in rrf(only_dense, tie_break=("lexical",))] == ["c", "a"]
+
+
+def test_rrf_tie_break_treats_scores_equal_to_12_decimals_as_tied():
+    three = {"a": ["x", "y"], "b": ["y", "z", "x"], "c": ["z", "x", "y"]}  # x and y: ranks 1, 2, 3 in some order
+    fused = dict(rrf(three))
+    assert round(fused["x"], 12) == round(fused["y"], 12)
+    assert [i for i, _ in rrf(three, tie_keys={"x": "0", "y": "1"}, tie_break=("b",))][:2] == ["y", "x"]
+    assert [i for i, _ in rrf(three, tie_keys={"x": "0", "y": "1"}, tie_break=("c",))][:2] == ["x", "y"]
+
+
+def test_fuse_passes_the_tie_break_to_rrf_only():
+    tied = {"dense": [("x", 0.9), ("y", 0.1)], "lexical": [("y", 9.0), ("x", 1.0)]}
+    assert [i for i, _ in fuse(tied, tie_keys={"x": "0", "y": "1"}, tie_break=("lexical",))] == ["y", "x"]
+    assert [i for i, _ in fuse(tied, tie_keys={"x": "0", "y": "1"})] == ["x", "y"]
+    assert fuse(tied, method="minmax", tie_break=("lexical",)) == convex(tied)
+
+
+def test_the_rrf_tie_break_setting_defaults_to_the_content_order_and_is_checked():
+    from kb_ray.config import load_config
+    from kb_ray.errors import ConfigError
+    from kb_ray.search.fusion import tie_break_retrievers
+
+    assert load_config().search.rrf_tie_break == "content" and tie_break_retrievers("content") == ()
+    chosen = load_config(overrides=["search.rrf_tie_break=lexical"]).search.rrf_tie_break
+    assert tie_break_retrievers(chosen) == ("lexical",)
+    with pytest.raises(ConfigError):
+        load_config(overrides=["search.rrf_tie_break=bm25"])
