@@ -116,7 +116,7 @@ class DeltaCatalog:
         if not create:
             raise CatalogError(
                 f"no kb-ray catalog at {self.kb_root} (table {table_name!r} is missing at {uri}): "
-                "run `kb-ray ingest` first, or open the catalog with create=True"
+                "run `kb-ray ingest` first, or point kb_root (--set kb_root=PATH) at an existing knowledge base"
             )
         self._create_table(table_name, uri)
 
@@ -180,8 +180,8 @@ class DeltaCatalog:
             return DeltaTable(uri, version=version, storage_options=self.storage_options)
         except TableNotFoundError as exc:
             raise CatalogError(
-                f"catalog table {table_name!r} not found at {uri}: open the catalog with "
-                "DeltaCatalog.open(kb_root, create=True) first"
+                f"catalog table {table_name!r} not found at {uri}: run `kb-ray ingest` first, or point "
+                "kb_root (--set kb_root=PATH) at an existing knowledge base"
             ) from exc
         except DeltaError as exc:
             raise CatalogError(
