@@ -1,7 +1,7 @@
 """Query latency: in-process search components vs the Ray Serve service over loopback HTTP.
 
     .venv/bin/python benchmarks/query.py [--n 10000] [--queries 200] [--http-queries 100]
-        [--segments 0,1,5] [--segment-docs 20] [--no-http]
+        [--segments 0,1,5] [--segment-docs 20] [--no-http] [--segments-only] [--set KEY=VALUE ...]
 
 Corpus: ``--n`` synthetic chunks (5 per document) written straight to Delta (no Ray, no
 ingest): texts of 80-180 words drawn Zipf-wise from 20,000 pronounceable pseudo-words,
@@ -16,7 +16,10 @@ lower bound on latency count. Writes benchmarks/results/query.md.
 ``--segments 0,1,5`` adds in-process search p50/p95 per mode over the base generation with
 that many delta segments (docs/indexes.md): each segment rewrites ``--segment-docs`` base
 documents (new versions, new texts and vectors), published with ``refresh_index``.
-``--no-http`` skips the Ray Serve part (a quick check).
+``--no-http`` skips the Ray Serve part (a quick check). ``--segments-only`` measures only that
+table (no component or HTTP rows) and writes benchmarks/results/query_segments.md; ``--set
+KEY=VALUE`` overrides conf/local.yaml, e.g. ``--set search.evidence=lexical`` to take the
+query-time sentence embedding of the evidence stage (the same cost at every segment count) out.
 """
 
 from __future__ import annotations
@@ -335,7 +338,14 @@ def main() -> None:
                         help="also measure search over this many delta segments, e.g. 0,1,5")
     parser.add_argument("--segment-docs", type=int, default=20, help="documents each delta segment rewrites")
     parser.add_argument("--no-http", action="store_true", help="skip the Ray Serve measurement")
+    parser.add_argument("--segments-only", action="store_true",
+                        help="with --segments: only the delta-segment table, written to "
+                             "benchmarks/results/query_segments.md")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override on top of conf/local.yaml (repeatable), e.g. search.evidence=lexical")
     args = parser.parse_args()
+    if args.segments_only and not args.segments:
+        parser.error("--segments-only needs --segments, e.g. --segments 0,1,5")
     run(args)
 
 
@@ -354,7 +364,8 @@ def run(args) -> None:
     print(f"catalog: {args.n} chunks written in {time.perf_counter() - started:.1f} s", flush=True)
     reranker_dir = build_tiny_cross_encoder(work / "tiny_cross_encoder")
     config = load_config(REPO / "conf" / "local.yaml", overrides=[f"kb_root={work / 'kb'}",
-                                                                   f"search.rerank_model_path={reranker_dir}"])
+                                                                   f"search.rerank_model_path={reranker_dir}",
+                                                                   *args.overrides])
     start = time.perf_counter()
     manifest = build_index(config)
     index_s = time.perf_counter() - start
@@ -362,6 +373,9 @@ def run(args) -> None:
           f"dense={manifest.spec.get('dense')}) in {index_s:.1f} s", flush=True)
     queries = make_queries(texts, max(args.queries, args.http_queries), rng)
     embedder, searcher = open_searcher(config)
+    if args.segments_only:
+        segments_only(args, config, searcher, queries, fingerprint=fingerprint, rng=rng, index_s=index_s)
+        return
     local = in_process(config, embedder, searcher, queries[:args.queries])
     print("in-process done", flush=True)
     http = {} if args.no_http else over_http(config, searcher, queries[:args.http_queries], clients=args.clients,
@@ -383,6 +397,25 @@ def run(args) -> None:
         import ray
 
         ray.shutdown()
+
+
+def segments_only(args, config: KbConfig, searcher, queries: list[str], *, fingerprint: str,
+                  rng: np.random.Generator, index_s: float) -> None:
+    """``--segments-only``: the delta-segment table alone, with the command and config overrides."""
+    segments = with_segments(config, searcher, queries[:args.queries], args, fingerprint=fingerprint, rng=rng)
+    head = [f"# Search latency over delta segments ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+            f"Machine: {machine()}", "",
+            f"Command: `python benchmarks/query.py --n {args.n} --queries {args.queries} --segments {args.segments} "
+            f"--segment-docs {args.segment_docs} --segments-only"
+            + "".join(f" --set {o}" for o in args.overrides) + "`", "",
+            f"Corpus: {args.n:,} synthetic chunks (benchmarks/query.py), base index built in {index_s:.1f} s; "
+            "compaction off for the run. Each count is measured on the same searcher after refreshing "
+            "onto the new segments; modes interleaved per query, 5 warm-up queries."]
+    text = "\n".join(head) + "\n" + render_segments(args, segments)
+    print(text)
+    out = REPO / "benchmarks" / "results" / "query_segments.md"
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
