@@ -63,6 +63,7 @@ class MicroBatchCommitter:
         self.residue = ResidueWatch(catalog, except_run=run_id)
         self._written: set[str] = set()  # tables this run committed to since the last compaction
         self.metadata: dict[str, DocumentMetadata] = {}  # document_id -> resolved metadata of the files to process
+        self.metadata_updated = 0  # files processed whose bytes were unchanged but whose metadata changed
 
     def commit(self, batch: dict[str, Any], *, batch_no: int) -> BatchOutcome:
         if self.fail_after_batches is not None and batch_no >= self.fail_after_batches:
@@ -78,6 +79,7 @@ class MicroBatchCommitter:
             self._commit_enrichments(from_ipc(batch["enrichments_ipc"]), batch_no)
         self._commit_data_files(files, json.loads(batch["version_ids_json"]), batch_no)
         self._flip_documents(summary, batch_no)
+        self.metadata_updated += self._update_unchanged_metadata(summary, batch_no)
         self.record_sources(summary, batch_no=batch_no)
         self.log(summary, batch_no=batch_no)
         self._compact_now_and_then(batch_no)
@@ -165,6 +167,20 @@ class MicroBatchCommitter:
                                   app_id=self.app_id, app_version=batch_no)
         self._written.add("documents")
 
+    def _update_unchanged_metadata(self, summary: pa.Table, batch_no: int) -> int:
+        """A processed file whose bytes turned out unchanged (touched, or uploaded again) keeps
+        its version, but metadata resolved for it (a new sidecar, other upload fields) is applied:
+        its ``sources.meta_sha`` is about to say so, and no later run would look again."""
+        ids = [row["document_id"] for row in summary.select(["document_id", "action", "status"]).to_pylist()
+               if row["action"] == "unchanged" and row["status"] == "ok" and row["document_id"] in self.metadata]
+        if not ids:
+            return 0
+        current = self.catalog.read("documents", columns=["document_id", "tags", "acl", "metadata_json", "title"],
+                                    filter=pc.field("document_id").isin(ids)).to_pylist()
+        changed = {row["document_id"]: self.metadata[row["document_id"]] for row in current
+                   if _differs(row, self.metadata[row["document_id"]])}
+        return self.update_metadata(changed, batch_no=batch_no)
+
     def update_metadata(self, updates: dict[str, DocumentMetadata], *, batch_no: int) -> int:
         """Metadata-only change: rewrite tags, acl, metadata (and a sidecar title) of existing
         documents; no new version, nothing parsed or embedded."""
@@ -244,6 +260,11 @@ class MicroBatchCommitter:
 
 def _metadata_columns(meta: DocumentMetadata) -> dict[str, Any]:
     return {"tags": list(meta.tags), "acl": list(meta.acl), "metadata_json": meta.metadata_json}
+
+
+def _differs(row: dict[str, Any], meta: DocumentMetadata) -> bool:
+    stored = {"tags": list(row["tags"] or []), "acl": list(row["acl"] or []), "metadata_json": row["metadata_json"]}
+    return stored != _metadata_columns(meta) or bool(meta.title and meta.title != row["title"])
 
 
 def _error_texts(summary: pa.Table) -> list[str | None]:

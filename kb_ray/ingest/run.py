@@ -191,7 +191,8 @@ def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, commit
 def _finish_metadata(metadata: MetadataPlan, *, committer: MicroBatchCommitter, report: IngestReport) -> None:
     """Metadata-only updates of unchanged files, and the files whose metadata was invalid."""
     batch_no = report.micro_batches + 2  # after the unchanged (+0) and vanished (+1) commits
-    report.documents["metadata_updated"] = committer.update_metadata(metadata.updates, batch_no=batch_no)
+    report.documents["metadata_updated"] = committer.metadata_updated + committer.update_metadata(
+        metadata.updates, batch_no=batch_no)
     if metadata.failed:
         failed = failed_rows_table(metadata.failed)
         committer.record_sources(failed, batch_no=batch_no)

@@ -7,6 +7,7 @@ the tag, metadata and ACL filters; then a sidecar edit is ingested as a metadata
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,20 @@ def test_a_sidecar_edit_updates_the_document_without_a_new_version(ingested):
     assert _search_uris(config, {"tags_any": ["src"]}) == {"charlie.txt"}
     again = run_ingest(config)  # nothing changed: nothing updated
     assert again.documents.get("metadata_updated") == 0 and again.documents["unchanged"] == 3
+
+
+def test_a_touched_file_with_a_new_sidecar_gets_the_new_metadata(ingested):
+    """Same bytes, newer mtime (processed, then found unchanged by its hash) and an edited
+    sidecar in the same run: the document takes the sidecar's tags, without a new version."""
+    config, source, _ = ingested
+    kb = Path(config.kb_root)
+    before = {name: catalog(kb).read(name).num_rows for name in ("versions", "embeddings")}
+    path = source / "charlie.txt"
+    (source / "charlie.txt.meta.yaml").write_text("acl: [alice]\ntitle: Charlie Handbook\ntags: [sorted]\n")
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    report = run_ingest(config)
+    assert report.documents["unchanged"] >= 1 and report.documents["metadata_updated"] == 1, report.documents
+    assert _documents(config)["charlie.txt"]["tags"] == ["sorted"]  # a sidecar's tags replace the source's
+    assert {name: catalog(kb).read(name).num_rows for name in ("versions", "embeddings")} == before
+    assert run_ingest(config).documents["metadata_updated"] == 0  # settled: not applied again

@@ -129,6 +129,7 @@ def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_a
     assert hits and hits[0]["document_id"] == document_id, f"not searchable {FRESH_WITHIN_S} s after its ingest"
     assert _generation() == generation  # the same base generation, with a segment: no rebuild
     assert not search(keys["acme-reader"], "zephyrine impeller autumn", tags_any=["spring"])  # v2 dropped the tag
+    _retag_without_reembedding(keys, kb_root, document_id)
 
     path = f"{URL}/v1/documents/{document_id}"
     assert httpx.delete(path, headers=_auth(keys["beta-writer"])).status_code == 404
@@ -138,6 +139,25 @@ def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_a
     assert not [hit for hit in search(keys["acme-reader"], "zephyrine impeller autumn")
                 if hit["document_id"] == document_id]  # at once: the searcher's gate was invalidated
     assert httpx.delete(path, headers=_auth(keys["acme-writer"])).status_code == 404
+
+
+def _retag_without_reembedding(keys: dict, kb_root: Path, document_id: str) -> None:
+    """The same bytes with new tags: the document's tags change, nothing is re-embedded, and the
+    new tag is filterable within the refresh delay (a segment carries document-level fields)."""
+    catalog = DeltaCatalog.open(str(kb_root), create=False)
+    embeddings, versions = catalog.read("embeddings").num_rows, catalog.read("versions").num_rows
+    retag = wait_for_ingest(keys["acme-writer"], upload(keys["acme-writer"], [("zephyrine.md", NOTE_V2)],
+                                                        tags="pumps, autumn").json()["ingest_id"])
+    assert retag["status"] == "done" and retag["files"][0]["action"] == "unchanged", retag
+    catalog = DeltaCatalog.open(str(kb_root), create=False)
+    row = next(r for r in catalog.read("documents").to_pylist() if r["document_id"] == document_id)
+    assert row["tags"] == ["pumps", "autumn"]
+    assert (catalog.read("embeddings").num_rows, catalog.read("versions").num_rows) == (embeddings, versions)
+    deadline = time.monotonic() + FRESH_WITHIN_S
+    while not (hits := search(keys["acme-reader"], "zephyrine impeller", tags_any=["autumn"])) \
+            and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert [hit["document_id"] for hit in hits] == [document_id]
 
 
 def _generation() -> str:
