@@ -40,6 +40,7 @@ from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, me
 from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
 from kb_ray.serving.http_guards import BodySizeLimit, allow_larger_body, validation_error_response
 from kb_ray.serving.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
+from kb_ray.serving.uploads import UPLOAD_OPENAPI
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
@@ -210,7 +211,7 @@ class SearchIngress:
             raise HTTPException(404, str(exc)) from exc
         return JSONResponse(row)
 
-    @api.post("/v1/documents", status_code=202)
+    @api.post("/v1/documents", status_code=202, openapi_extra=UPLOAD_OPENAPI)
     async def upload(self, http: Request) -> JSONResponse:
         """Queue multipart ``file`` parts for ingest (docs/upload.md): 202 with the ingest id; 400 a
         bad name or field, 403 a collection outside the tenant, 413 too large, 415 an unsupported type."""

@@ -39,6 +39,16 @@ from kb_ray.processing import parse_routes
 
 logger = logging.getLogger(__name__)
 MAX_FILES = 100  # file parts per request
+# The form is read by hand (read_upload: size, names and fields checked in order), so FastAPI
+# cannot infer it: the OpenAPI request body of POST /v1/documents, declared here.
+UPLOAD_OPENAPI = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file"], "properties": {
+        "file": {"type": "array", "items": {"type": "string", "format": "binary"}, "maxItems": MAX_FILES,
+                 "description": "one or more files; the name is kept as a display name only"},
+        "collection": {"type": "string", "description": "the tenant's collection (default: its first one)"},
+        "tags": {"type": "string", "description": "comma-separated tags"},
+        "acl": {"type": "string", "description": "comma-separated principals"},
+        "metadata": {"type": "string", "description": "a JSON object"}}}}}}}
 
 
 class UploadWorker:

@@ -92,3 +92,12 @@ def test_the_collection_is_the_tenants_and_defaults_to_its_first():
     with pytest.raises(UploadError) as caught:
         upload_collection("acme", caller=caller, collections=["beta"], default="x")
     assert caught.value.status == 403 and "acme" in str(caught.value)
+
+
+def test_openapi_declares_the_multipart_upload_body():
+    from kb_ray.serving.deployments import api
+
+    body = api.openapi()["paths"]["/v1/documents"]["post"]["requestBody"]
+    schema = body["content"]["multipart/form-data"]["schema"]
+    assert body["required"] and schema["required"] == ["file"]
+    assert set(schema["properties"]) == {"file", "collection", "tags", "acl", "metadata"}
