@@ -38,15 +38,21 @@ logger = logging.getLogger(__name__)
 TABLE = "uploads"
 MAX_NAME_CHARS = 255
 COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+WINDOWS_DRIVE = re.compile(r"[A-Za-z]:/")  # C:\x after backslashes became slashes
 FINISHED = ("done", "failed")
 
 
 def display_name(raw: str | None) -> str:
     """The file name a client sent, made safe to show and to put in a URI: its last path
-    component (``/`` or ``\\``), NFC, without control or format characters. A name with
-    nothing left (``""``, ``.``, ``..``, ``dir/``) or longer than 255 characters raises
-    :class:`UploadError` (400)."""
-    text = unicodedata.normalize("NFC", raw or "").replace("\\", "/").rsplit("/", 1)[-1]
+    component (``/`` or ``\\``, so a folder upload's ``docs/report.pdf`` is ``report.pdf``),
+    NFC, without control or format characters. A path that climbs (a ``..`` part) or is
+    absolute (``/etc/x``, ``C:\\x``, ``\\\\host\\x``), a name with nothing left (``""``,
+    ``.``, ``dir/``) or one longer than 255 characters raises :class:`UploadError` (400)."""
+    path = unicodedata.normalize("NFC", raw or "").replace("\\", "/")
+    if ".." in path.split("/") or path.startswith("/") or WINDOWS_DRIVE.match(path):
+        raise UploadError(f"the file name {raw!r} is a path that climbs or starts at a root: send a plain file "
+                          "name such as report.pdf (names are never used as paths on the server)")
+    text = path.rsplit("/", 1)[-1]
     name = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C").strip()
     if name in ("", ".", ".."):
         raise UploadError(f"the file name {raw!r} has no usable name: send a plain file name such as report.pdf")

@@ -94,7 +94,7 @@ def search(key: str, query: str, **filters) -> list[dict]:
 
 def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_at_once(service):
     keys, kb_root = service["keys"], service["kb_root"]
-    sent = upload(keys["acme-writer"], [("../../zephyrine.md", NOTE_V1), ("blank.txt", b"")],
+    sent = upload(keys["acme-writer"], [("notes/zephyrine.md", NOTE_V1), ("blank.txt", b"")],
                   tags="pumps, spring", metadata='{"owner": "ops"}', acl="")
     assert sent.status_code == 202, sent.text
     body = sent.json()
@@ -186,11 +186,14 @@ def test_refused_uploads_are_clear_4xx_and_nothing_is_written_outside_kb_root(se
     assert big.status_code == 413 and f"{UPLOAD_LIMIT}-byte limit" in big.json()["detail"]
     exe = upload(keys["acme-writer"], [("tool.exe", b"MZ\x90\x00")])
     assert exe.status_code == 415 and "tool.exe" in exe.json()["detail"]
-    dots = upload(keys["acme-writer"], [("..", b"text")])
+    dots = upload(keys["acme-writer"], [("dir/", b"text")])
     assert dots.status_code == 400 and "no usable name" in dots.json()["detail"]
     assert _upload_rows(kb_root) == rows_before  # nothing refused was queued
     escape = upload(keys["acme-writer"], [("../../../../escape.txt", b"escape attempt text")])
-    assert escape.status_code == 202 and escape.json()["files"][0]["name"] == "escape.txt"
+    assert escape.status_code == 400 and "climbs" in escape.json()["detail"]
+    rooted = upload(keys["acme-writer"], [("/tmp/escape.txt", b"escape attempt text")])
+    assert rooted.status_code == 400 and "root" in rooted.json()["detail"]
+    assert _upload_rows(kb_root) == rows_before
     assert _files_outside(root, kb_root) == before
     assert not [path for path in kb_root.rglob("*escape*")] and not (root.parent / "escape.txt").exists()
 
