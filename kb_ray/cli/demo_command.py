@@ -9,6 +9,7 @@ Serve app on 127.0.0.1, asks a few questions over HTTP, prints cited hits, then 
 from __future__ import annotations
 
 import argparse
+import os
 
 from kb_ray.cli.common import config_from_args
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     print(f"== ingest {', '.join(config.ingest.source_uris)} -> {config.kb_root}")
-    report = run_ingest(config)
+    report = run_ingest(config, verbose=args.verbose)
     print(report.render())
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
     print("\n== catalog (DuckDB over Delta)")
@@ -46,7 +47,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n== verify: {'OK' if verified.ok() else 'VIOLATIONS'}")
     if not verified.ok():
         return 1
-    return ask_questions(config)
+    return ask_questions(config, verbose=args.verbose, config_args_line=config_args_line(args))
+
+
+def config_args_line(args: argparse.Namespace) -> str:
+    """The demo's own ``--config`` / ``--set`` arguments, to repeat in the commands it suggests."""
+    import shlex
+
+    parts = (["--config", args.config] if args.config else []) + [f"--set={item}" for item in args.overrides]
+    return "".join(f" {shlex.quote(part)}" for part in parts)
 
 
 DEMO_QUESTIONS = (
@@ -58,16 +67,17 @@ DEMO_QUESTIONS = (
 DEMO_ANSWER_QUESTION = "How many eelgrass shoots were transplanted in Halvik Bay?"
 
 
-def ask_questions(config) -> int:
+def ask_questions(config, *, verbose: bool = False, config_args_line: str = "") -> int:
     import httpx
 
     from kb_ray.index import build_index
+    from kb_ray.runtime import stop_ray
     from kb_ray.serving.api import abstain_line, citation_line
     from kb_ray.serving.app import start_service, stop_service
 
     manifest = build_index(config)
     print(f"\n== index generation {manifest.generation_id}: {manifest.rows} chunks, {len(manifest.shards)} shards")
-    start_service(config)
+    start_service(config, verbose=verbose)
     url = f"http://{config.serve.host}:{config.serve.port}"
     try:
         for question in DEMO_QUESTIONS:
@@ -79,8 +89,17 @@ def ask_questions(config) -> int:
                 print(f"  [{rank}] {citation_line(hit)}")
         show_answer(url, DEMO_ANSWER_QUESTION)
     finally:
-        stop_service()
+        # a local instance goes whole, Serve with it (serve.shutdown's controller kill prints a Ray error line)
+        stop_service() if (config.ray.address or os.environ.get("RAY_ADDRESS")) else stop_ray()
+    print(viewer_hint(config, args_line=config_args_line))
     return 0
+
+
+def viewer_hint(config, *, args_line: str) -> str:
+    """How to look at the same knowledge base in the browser viewer (docs/viewer.md)."""
+    command = f"kb-ray serve{args_line}"
+    return (f"\n== viewer: run `{command}`, then open http://{config.serve.host}:{config.serve.port}/ui "
+            "(search, answers, the cited box on the page)")
 
 
 def show_answer(url: str, question: str) -> None:

@@ -37,13 +37,17 @@ def app_from_env():
     return build_app(load_config(path, overrides=overrides))
 
 
-def start_service(config: KbConfig, *, port: int | None = None, blocking: bool = False):
-    """Start (or connect to) Ray, then serve the app on ``serve.host:port``."""
+def start_service(config: KbConfig, *, port: int | None = None, blocking: bool = False, verbose: bool = False):
+    """Start (or connect to) Ray, then serve the app on ``serve.host:port``. Unless ``verbose``,
+    Serve's own INFO lines ("Started Serve", "Application ... is ready") stay off the console:
+    importing ``ray.serve`` attaches its console handler, so it is quieted after the import."""
     from ray import serve
 
-    from kb_ray.runtime import start_ray
+    from kb_ray.runtime import quiet_ray_console, start_ray
 
-    start_ray(config)
+    start_ray(config, verbose=verbose)
+    if not verbose:
+        quiet_ray_console()
     serve.start(http_options={"host": config.serve.host, "port": port or config.serve.port})
     handle = serve.run(build_app(config), name=APP_NAME, route_prefix="/", blocking=blocking)
     logger.info("serving on http://%s:%d", config.serve.host, port or config.serve.port)
