@@ -166,6 +166,20 @@ class SourceSettings(_Settings):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class WatchSettings(_Settings):
+    """``kb-ray watch`` (kb_ray/ingest/watch.py): when a change becomes an ingest."""
+
+    debounce_ms: int = Field(1600, ge=10, description="file events within this window arrive as one group")
+    settle_s: float = Field(2.0, ge=0, description="ingest once no event came for this long and the changed "
+                            "files kept their size and mtime (files still being written are waited for)")
+    max_wait_s: float = Field(60.0, gt=0, description="ingest at the latest this long after the first pending "
+                              "change, even while events keep coming")
+    poll_interval_s: float = Field(30.0, gt=0, description="object-store sources: seconds between listings "
+                                   "whose difference triggers an ingest")
+    max_tracked_paths: int = Field(10_000, ge=1, description="changed paths checked for settling; past it a "
+                                   "burst is settled on quiet time alone")
+
+
 class IngestSettings(_Settings):
     collection: str = "default"
     sources: list[str | SourceSettings] = Field(default_factory=list)  # a plain URI or a source with settings
@@ -182,6 +196,7 @@ class IngestSettings(_Settings):
                                 "same catalog (ingest, purge, maintain) to finish before failing")
     lease_ttl_s: float = Field(60.0, gt=0, description="a writer lease not renewed for this long is stale and "
                                "taken over (a dead holder on this host is detected at once)")
+    watch: WatchSettings = WatchSettings()
 
     def source_settings(self) -> list[SourceSettings]:
         """Every source as :class:`SourceSettings` (a plain URI gets the defaults)."""

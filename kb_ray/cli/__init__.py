@@ -29,13 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
         keys_command,
         parse_command,
         serve_commands,
+        watch_command,
     )
 
     parser = argparse.ArgumentParser(prog="kb-ray", description="Index documents into a cited knowledge base.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (parse_command, ingest_command, catalog_commands, index_commands, serve_commands, eval_command,
-                   demo_command, dev_command, ask_command, keys_command):
+                   demo_command, dev_command, ask_command, keys_command, watch_command):
         module.register(commands)
     return parser
 

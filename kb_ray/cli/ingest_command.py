@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = list(args.overrides)
     if args.source:
-        overrides.append("ingest.sources=" + json.dumps([_from_here(source) for source in args.source]))
+        overrides.append("ingest.sources=" + json.dumps([source_from_here(source) for source in args.source]))
     if args.sync:
         overrides.append(f"ingest.sync={args.sync}")
     args.overrides = overrides
@@ -46,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.documents["failed"] else 0
 
 
-def _from_here(source: str) -> str:
+def source_from_here(source: str) -> str:
     """A relative --source is relative to where the command runs, not to the config file."""
     return source if "://" in source else str(Path(source).expanduser().resolve())
