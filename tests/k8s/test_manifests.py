@@ -17,11 +17,13 @@ import pytest
 import yaml
 
 from kb_ray.config import load_config
+from tests.k8s.core_validation import validate_core
 from tests.k8s.crd_validation import load_crds, validate_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((REPO / "k8s").glob("*.yaml"))
 KINDS = {"RayCluster", "RayJob", "RayService"}
+CORE_KINDS = {"CronJob", "ServiceAccount", "Role", "RoleBinding"}  # checked with the kubernetes client's models
 SECRET_ENV = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
 
 
@@ -72,13 +74,57 @@ def _serve_config(manifest: dict) -> dict:
     return yaml.safe_load(manifest["spec"]["serveConfigV2"])
 
 
-DOCUMENTS = _all_documents()
+ALL_DOCUMENTS = _all_documents()
+DOCUMENTS = [(name, doc) for name, doc in ALL_DOCUMENTS if doc["kind"] in KINDS]
 IDS = [name for name, _ in DOCUMENTS]
+CORE_DOCUMENTS = [(name, doc) for name, doc in ALL_DOCUMENTS if doc["kind"] not in KINDS]
 
 
 def test_manifests_exist():
-    kinds = {doc["kind"] for _, doc in DOCUMENTS}
-    assert kinds == KINDS, f"k8s/ should hold a RayCluster, RayJobs and a RayService, has {kinds}"
+    kinds = {doc["kind"] for _, doc in ALL_DOCUMENTS}
+    assert kinds == KINDS | CORE_KINDS, f"k8s/ should hold KubeRay resources and the ingest schedule, has {kinds}"
+
+
+# --- core objects (the scheduled ingest): strict validation against the Kubernetes API models ---
+
+@pytest.mark.parametrize(("name", "manifest"), CORE_DOCUMENTS, ids=[name for name, _ in CORE_DOCUMENTS])
+def test_core_objects_validate_strictly(name, manifest):
+    assert validate_core(manifest) == [], name
+
+
+def test_core_validation_finds_unknown_fields_and_wrong_types():
+    cronjob = copy.deepcopy(_cronjob())
+    cronjob["spec"]["concurency"] = "Forbid"
+    cronjob["spec"]["startingDeadlineSeconds"] = "1h"
+    cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    assert sorted(validate_core(cronjob)) == [
+        '$.spec.concurency: unknown field "concurency"',
+        "$.spec.jobTemplate.spec.template.spec.containers[0].imagePullPolicyy: unknown field \"imagePullPolicyy\"",
+        "$.spec.startingDeadlineSeconds: expected int, got str"]
+    assert validate_core({**cronjob, "apiVersion": "batch/v9"})[0].startswith("$: no Kubernetes API model V9CronJob")
+
+
+def _cronjob() -> dict:
+    return next(doc for _, doc in CORE_DOCUMENTS if doc["kind"] == "CronJob")
+
+
+def test_the_schedule_submits_the_ingest_rayjob_one_run_at_a_time():
+    spec = _cronjob()["spec"]
+    assert len(spec["schedule"].split()) == 5 and spec["concurrencyPolicy"] == "Forbid"
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    script = pod["containers"][0]["args"][0]
+    rayjob = next(doc for name, doc in DOCUMENTS if name.startswith("rayjob-ingest.yaml"))
+    assert "kubectl create -f /manifests/rayjob.yaml" in script
+    assert f"rayjob {rayjob['metadata']['name']}" in script  # deletes and waits for the RayJob it creates
+    volume = pod["volumes"][0]["configMap"]
+    assert volume["items"] == [{"key": "rayjob.yaml", "path": "rayjob.yaml"}]
+    header = (REPO / "k8s" / "cronjob-ingest.yaml").read_text()
+    assert f"kubectl create configmap {volume['name']} --from-file=rayjob.yaml=k8s/rayjob-ingest.yaml" in header
+    role = next(doc for _, doc in CORE_DOCUMENTS if doc["kind"] == "Role")
+    binding = next(doc for _, doc in CORE_DOCUMENTS if doc["kind"] == "RoleBinding")
+    assert role["rules"] == [{"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "create", "delete"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
 
 
 # --- strict validation against the CRDs ---------------------------------------------------
