@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
 from kb_ray.catalog.verify import BLOB_REFERENCES, FIGURE_CROP_SHAS
+from kb_ray.errors import CatalogError
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +42,19 @@ class PurgeReport:
         return f"purged {self.documents} documents, {self.versions} versions; rows deleted: {rows}"
 
 
-def purge(catalog: DeltaCatalog, *, superseded: bool = False) -> PurgeReport:
+def purge(catalog: DeltaCatalog, *, superseded: bool = False, drop_embedder: str | None = None,
+          live_embedder: str | None = None) -> PurgeReport:
+    """Delete tombstoned documents and unreferenced rows; with ``drop_embedder``, also every
+    vector of that embedder fingerprint (an old model after a switch) — never the one the live
+    generation (``live_embedder``) was built with."""
+    if drop_embedder is not None and drop_embedder == live_embedder:
+        raise CatalogError(f"embedder {drop_embedder} built the live index generation: switch to another "
+                           "generation (kb-ray index switch) before dropping its vectors")
     document_ids, version_ids = _doomed(catalog, superseded=superseded)
     report = PurgeReport(documents=len(document_ids), versions=len(version_ids))
+    if drop_embedder is not None:
+        report.deleted_rows["embeddings_dropped_embedder"] = _delete_in(catalog, "embeddings", "embedder_fp",
+                                                                        [drop_embedder])
     if version_ids:
         for table in ("elements", "pages", "version_chunks", "versions"):
             report.deleted_rows[table] = _delete_in(catalog, table, "version_id", version_ids)

@@ -39,6 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     commands.choices["verify"].add_argument("--strict", action="store_true", help="residue counts as a violation")
     commands.choices["purge"].add_argument("--superseded", action="store_true",
                                            help="also delete versions no document points at")
+    commands.choices["purge"].add_argument("--drop-embedder", metavar="FINGERPRINT", default=None,
+                                           help="also delete every vector of this embedder (an old model after "
+                                           "kb-ray reembed + index switch); refused for the live generation's")
     maintain = commands.choices["maintain"]
     maintain.add_argument("--retention-hours", type=int, default=168,
                           help="vacuum unreferenced files older than this (default 7 days)")
@@ -149,10 +152,19 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_purge(args: argparse.Namespace) -> int:
     from kb_ray.catalog.purge import purge
 
+    config = config_from_args(args)
     with _writer(args, "purge") as catalog:
-        report = purge(catalog, superseded=args.superseded)
+        report = purge(catalog, superseded=args.superseded, drop_embedder=args.drop_embedder,
+                       live_embedder=_live_embedder(config))
     print(json.dumps(report.__dict__, indent=2) if args.json else report.render())
     return 0
+
+
+def _live_embedder(config) -> str | None:
+    from kb_ray.index import load_manifest, read_current
+
+    live = read_current(config.kb_root, storage_options=config.storage_options)
+    return load_manifest(config.kb_root, live, storage_options=config.storage_options).embedder_fp if live else None
 
 
 def run_maintain(args: argparse.Namespace) -> int:

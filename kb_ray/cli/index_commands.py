@@ -61,6 +61,9 @@ def run_index(args: argparse.Namespace) -> int:
         print(f"kb-ray index {args.action}: name a generation id")
         return 2
     if args.action == "switch":
+        from kb_ray.ingest.reembed import check_generation_embedder
+
+        check_generation_embedder(config, args.generation)
         switch_generation(root, args.generation, storage_options=options)
         print(f"live generation is now {args.generation}")
     else:

@@ -14,14 +14,14 @@ def format_progress(event: IngestProgress) -> str:
     share = f" ({100 * event.files_done / event.files_total:.0f}%)" if event.files_total else ""
     eta = event.eta_s
     return (f"ingest: {event.files_done}/{event.files_total} files{share}, {event.chunks_done} chunks, "
-            f"{_rate(event.files_per_s)} files/s, ETA {_duration(eta) if eta is not None else '?'}")
+            f"{_rate(event.files_per_s)} files/s, ETA {duration(eta) if eta is not None else '?'}")
 
 
 def _rate(per_s: float) -> str:
     return f"{per_s:.1f}" if per_s >= 1 else f"{per_s:.2f}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

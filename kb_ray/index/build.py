@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import IndexSettings, KbConfig
+from kb_ray.embedding.fingerprint import embedder_fingerprint
 from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.analyzer import TextAnalyzer
@@ -95,7 +96,7 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
     versions = _resolve_versions(catalog, catalog_versions)
     connection = open_session(catalog, versions)
     try:
-        fp = resolve_embedder_fp(connection, embedder_fp)
+        fp = resolve_embedder_fp(connection, embedder_fp, configured=lambda: embedder_fingerprint(config.embedding))
         spec = index_spec(config.index)
         page_fp = resolve_page_embedder_fp(connection, config.pages) if set(PAGE_TABLES) <= set(versions) else None
         if page_fp:

@@ -8,6 +8,7 @@ embedder fingerprint). Rows come back sorted by ``chunk_id`` so a build is deter
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import duckdb
 import pyarrow as pa
@@ -64,8 +65,10 @@ def open_session(catalog: DeltaCatalog, versions: dict[str, int]) -> duckdb.Duck
     return connection
 
 
-def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str | None) -> str:
-    """The embedder whose vectors cover the active chunks (or check the one asked for)."""
+def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str | None, *,
+                        configured: Callable[[], str] | None = None) -> str:
+    """The embedder whose vectors cover the active chunks (or check the one asked for). When
+    several embedders have vectors (a model switch), ``configured()`` names the one to use."""
     rows = connection.execute(f"""
         SELECT e.embedder_fp, count(*) AS n FROM ({_ACTIVE_CHUNKS}) a
         JOIN embeddings e ON e.embed_text_sha = a.embed_text_sha
@@ -76,10 +79,25 @@ def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str 
             raise CatalogError(f"no embeddings of embedder {embedder_fp} for the active chunks; "
                                f"present: {sorted(present)}")
         return embedder_fp
+    if len(present) > 1 and configured is not None and configured() in present:
+        return configured()
     if len(present) > 1:
         raise CatalogError(f"the catalog holds vectors of several embedders {sorted(present)}: pass "
                            "embedder_fp= to build_index to say which one to index")
     return next(iter(present), "")
+
+
+def texts_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp: str) -> tuple[pa.Table, int]:
+    """The embedded texts of active chunks that have no vector from ``embedder_fp`` — one row per
+    distinct ``embed_text_sha`` with a chunk's ``text`` and ``heading_path`` — and how many
+    distinct texts the active chunks have in all."""
+    missing = connection.sql(f"""
+        SELECT a.embed_text_sha, any_value(a.text) AS text, any_value(a.heading_path) AS heading_path
+        FROM ({_ACTIVE_CHUNKS}) a
+        WHERE a.embed_text_sha NOT IN (SELECT embed_text_sha FROM embeddings WHERE embedder_fp = ?)
+        GROUP BY a.embed_text_sha ORDER BY a.embed_text_sha""", params=[embedder_fp]).to_arrow_table()
+    total = connection.execute(f"SELECT count(DISTINCT embed_text_sha) FROM ({_ACTIVE_CHUNKS})").fetchone()[0]
+    return missing, int(total)
 
 
 DOCUMENT_STATE = ("document_id", "version_id", "title", "uri", "collection", "tags", "mime", "created_at",

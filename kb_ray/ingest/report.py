@@ -39,6 +39,7 @@ class IngestReport:
     driver: dict[str, float] = field(default_factory=lambda: {"wait_seconds": 0.0, "commit_seconds": 0.0})
     failures: list[dict[str, str]] = field(default_factory=list)
     index_refresh: dict[str, Any] | None = None  # index.auto_refresh: kb_ray.index.refresh.RefreshResult
+    model_switch: dict[str, Any] | None = None  # embedding.allow_model_switch: kb_ray.ingest.reembed.ReembedReport
 
     def add_summary(self, summary: pa.Table) -> None:
         rows = summary.to_pylist()
@@ -97,6 +98,10 @@ class IngestReport:
             r = self.index_refresh
             lines.append(f"  index      {r['action']} (generation {r['generation']}, segment {r['segment']}, "
                          f"{r['rows']} chunks)" + (f": {r['detail']}" if r["detail"] else ""))
+        if self.model_switch:
+            m = self.model_switch
+            lines.append(f"  switch     {m['embedded']} unchanged chunk texts embedded by {m['model_id']}; generation "
+                         f"{m['generation']} built beside the live {m['live_generation']} (kb-ray index switch)")
         if any(self.page_images.values()) or any(self.page_embeddings.values()):
             p, pe = self.page_images, self.page_embeddings
             lines.append(f"  page images rendered {p['rendered']} (limits noted on {p['noted']} documents)"

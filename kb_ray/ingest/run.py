@@ -57,9 +57,48 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
                                         before_commit=lease.check)
         _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
                            on_progress=on_progress, verbose=verbose, uploads=uploads)
-        if config.index.auto_refresh:
+        if _switching_model(config):
+            _embed_for_switch(catalog, config, report)
+        elif config.index.auto_refresh:
             _refresh_index(config, report)
+    if report.model_switch:
+        _build_for_switch(config, report)
     return report
+
+
+def _switching_model(config: KbConfig) -> bool:
+    """A model switch is under way: it is allowed and the live generation has another embedder."""
+    from kb_ray.embedding.fingerprint import embedder_fingerprint
+    from kb_ray.index.generations import load_manifest, read_current
+
+    live = read_current(config.kb_root, storage_options=config.storage_options)
+    if not config.embedding.allow_model_switch or live is None:
+        return False
+    base = load_manifest(config.kb_root, live, storage_options=config.storage_options)
+    return base.embedder_fp != embedder_fingerprint(config.embedding)
+
+
+def _embed_for_switch(catalog: DeltaCatalog, config: KbConfig, report: IngestReport) -> None:
+    """The new embedder's vectors for the chunks this run did not embed (unchanged documents);
+    the live generation (another embedder) is not refreshed: it could not hold those vectors."""
+    from kb_ray.index.generations import read_current
+    from kb_ray.index.refresh import RefreshResult
+    from kb_ray.ingest.reembed import embed_missing
+
+    report.model_switch = embed_missing(catalog, embedding=config.embedding).to_dict()
+    live = read_current(config.kb_root, storage_options=config.storage_options)
+    report.index_refresh = RefreshResult("none", live, detail="model switch: the live generation was built by "
+                                         "another embedder").to_dict()
+
+
+def _build_for_switch(config: KbConfig, report: IngestReport) -> None:
+    from kb_ray.index import build_index, read_current
+
+    switched_off = config.index.model_copy(update={"switch_after_build": False})
+    manifest = build_index(config.model_copy(update={"index": switched_off}),
+                           embedder_fp=report.model_switch["embedder_fp"])
+    report.model_switch.update(generation=manifest.generation_id,
+                               live_generation=read_current(config.kb_root, storage_options=config.storage_options))
 
 
 def _refresh_index(config: KbConfig, report: IngestReport) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -151,23 +150,6 @@ def test_hostile_files_fail_with_reasons_and_good_ones_commit(tmp_path):
     assert verify_catalog(catalog(tmp_path / "kb")).ok()
     again = run_ingest(config)
     assert again.parses == 0 and again.documents["failed"] == len(expected)
-
-
-def test_a_different_embedder_is_refused_unless_switching(tmp_path):
-    from kb_ray.embedding.tiny import build_tiny_text_model
-    from kb_ray.errors import CatalogError
-
-    corpus = tmp_path / "src"
-    corpus.mkdir()
-    shutil.copy(GOLDEN_SOURCES / "notes.txt", corpus / "notes.txt")
-    run_ingest(ingest_config(tmp_path / "kb", [corpus]))
-    tiny = build_tiny_text_model(tmp_path / "tiny")
-    switched = ingest_config(tmp_path / "kb", [corpus], f"embedding.model_path={tiny}", "embedding.model_id=tiny")
-    with pytest.raises(CatalogError, match="another embedder"):
-        run_ingest(switched)
-    switched.embedding.allow_model_switch = True
-    report = run_ingest(switched)
-    assert report.parses == 0 and report.documents["unchanged"] == 1
 
 
 def assert_searchable(config, quotes: dict[str, str]) -> None:

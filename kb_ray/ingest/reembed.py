@@ -1,0 +1,135 @@
+"""Model switch: vectors of another embedder for every active chunk, then an index generation
+for it beside the live one (docs/model_switch.md).
+
+The ``embeddings`` table is keyed by (embedder fingerprint, sha of the embedded text), so a new
+embedder's vectors sit beside the old ones and never mix: a generation reads one fingerprint.
+:func:`embed_missing` embeds, in micro-batches, the distinct texts of the active chunks that
+have no vector under the new fingerprint and commits each batch as an insert-only MERGE —
+texts already embedded (by an earlier, interrupted run, or shared by several chunks) are not
+embedded again, so a rerun resumes where the last one stopped. :func:`reembed` holds the
+catalog's writer lease for that and then builds the new embedder's generation without
+switching to it: the live generation keeps serving until ``kb-ray index switch``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+
+from kb_ray import ids
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.config import EmbeddingSettings, KbConfig
+from kb_ray.errors import KbRayError
+from kb_ray.index.rows import INDEXED_TABLES, open_session, texts_missing_vectors
+from kb_ray.ingest.rows import to_table
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReembedProgress:
+    texts_done: int
+    texts_total: int
+    elapsed_s: float
+
+
+@dataclass
+class ReembedReport:
+    embedder_fp: str
+    model_id: str
+    texts: int = 0  # distinct embedded texts of the active chunks
+    cached: int = 0  # of those, already embedded under this fingerprint before the run
+    embedded: int = 0  # embedded by this run
+    batches: int = 0
+    seconds: float = 0.0
+    generation: str | None = None  # the generation built for this embedder (not switched to)
+    live_generation: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def render(self) -> str:
+        rate = self.embedded / self.seconds if self.seconds else 0.0
+        lines = [f"reembed {self.model_id} ({self.embedder_fp}): {self.embedded} texts embedded in "
+                 f"{self.batches} batches ({rate:.1f} texts/s), {self.cached} already there, "
+                 f"{self.texts} in all, {self.seconds:.1f}s"]
+        if self.generation:
+            lines.append(f"built {self.generation} for it beside the live {self.live_generation or '(none)'}; "
+                         f"switch with: kb-ray index switch {self.generation} (with this embedder configured)")
+        return "\n".join(lines)
+
+
+def embed_missing(catalog: DeltaCatalog, *, embedding: EmbeddingSettings, batch_texts: int = 512,
+                  on_progress: Callable[[ReembedProgress], None] | None = None) -> ReembedReport:
+    """Embed every active chunk's text that has no vector from ``embedding``'s embedder."""
+    from kb_ray.embedding.text import TextEmbedder
+
+    started = time.perf_counter()
+    embedder = TextEmbedder.from_settings(embedding)
+    report = ReembedReport(embedder_fp=embedder.fingerprint, model_id=embedding.model_id)
+    connection = open_session(catalog, {name: catalog.table_versions()[name] for name in INDEXED_TABLES})
+    try:
+        missing, report.texts = texts_missing_vectors(connection, embedder.fingerprint)
+    finally:
+        connection.close()
+    report.cached = report.texts - missing.num_rows
+    logger.info("reembed %s: %d of %d texts to embed", embedder.fingerprint, missing.num_rows, report.texts)
+    for offset in range(0, missing.num_rows, batch_texts):
+        _embed_batch(catalog, embedder, missing.slice(offset, batch_texts))
+        report.embedded += min(batch_texts, missing.num_rows - offset)
+        report.batches += 1
+        if on_progress is not None:
+            on_progress(ReembedProgress(report.embedded, missing.num_rows, time.perf_counter() - started))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _embed_batch(catalog: DeltaCatalog, embedder, batch: pa.Table) -> None:
+    shas = batch.column("embed_text_sha").to_pylist()
+    texts = [embedder.format_embed_text(text=text, heading_path=path or [])
+             for text, path in zip(batch.column("text").to_pylist(), batch.column("heading_path").to_pylist())]
+    for sha, text in zip(shas, texts):
+        if ids.sha256_text(text) != sha:  # the chunk was embedded from another text than this embedder makes
+            raise KbRayError(f"chunk text {sha} does not give the same embedded text under {embedder.model_id}: "
+                             "its text template differs from the one the catalog's chunks were made with")
+    vectors = embedder.embed_texts(texts)
+    rows = to_table("embeddings", [{"embedder_fp": embedder.fingerprint, "embed_text_sha": sha, "dim": embedder.dim,
+                                    "vector": vector.tolist()} for sha, vector in zip(shas, vectors)])
+    catalog.merge_upsert("embeddings", rows, keys=["embedder_fp", "embed_text_sha"], insert_only=True)
+
+
+def reembed(config: KbConfig, *, embedding: EmbeddingSettings, batch_texts: int = 512, build: bool = True,
+            on_progress: Callable[[ReembedProgress], None] | None = None) -> ReembedReport:
+    """Vectors of ``embedding``'s embedder for every active chunk (under the writer lease), then
+    its generation built beside the live one (``build``); nothing is switched."""
+    from kb_ray.catalog.lease import writer_lease
+    from kb_ray.index import build_index, read_current
+
+    catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+    with writer_lease(catalog, config, holder="reembed"):
+        report = embed_missing(catalog, embedding=embedding, batch_texts=batch_texts, on_progress=on_progress)
+    report.live_generation = read_current(config.kb_root, storage_options=config.storage_options)
+    if build:
+        switched_off = config.index.model_copy(update={"switch_after_build": False})
+        target = config.model_copy(update={"embedding": embedding, "index": switched_off})
+        report.generation = build_index(target, embedder_fp=report.embedder_fp).generation_id
+    return report
+
+
+def check_generation_embedder(config: KbConfig, generation_id: str) -> None:
+    """Queries are embedded by the configured embedder: switching to a generation another one
+    built (a model switch) needs that embedder configured first, in the service's config too."""
+    from kb_ray.embedding.fingerprint import embedder_fingerprint
+    from kb_ray.index import load_manifest
+
+    built_by = load_manifest(config.kb_root, generation_id, storage_options=config.storage_options).embedder_fp
+    configured = embedder_fingerprint(config.embedding)
+    if built_by and built_by != configured:
+        raise KbRayError(f"generation {generation_id} was built by embedder {built_by}, but the configured one is "
+                         f"{configured} ({config.embedding.model_id}): configure the embedder the generation was "
+                         "built with (embedding.model_path / model_id / runtime) in the config the service and this "
+                         "command use, then switch")
