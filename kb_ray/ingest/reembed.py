@@ -45,7 +45,8 @@ class ReembedReport:
     cached: int = 0  # of those, already embedded under this fingerprint before the run
     embedded: int = 0  # embedded by this run
     batches: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # listing, embedding and committing (model loading not included)
+    load_seconds: float = 0.0
     generation: str | None = None  # the generation built for this embedder (not switched to)
     live_generation: str | None = None
 
@@ -56,7 +57,7 @@ class ReembedReport:
         rate = self.embedded / self.seconds if self.seconds else 0.0
         lines = [f"reembed {self.model_id} ({self.embedder_fp}): {self.embedded} texts embedded in "
                  f"{self.batches} batches ({rate:.1f} texts/s), {self.cached} already there, "
-                 f"{self.texts} in all, {self.seconds:.1f}s"]
+                 f"{self.texts} in all, {self.seconds:.1f}s (+{self.load_seconds:.1f}s loading the model)"]
         if self.generation:
             lines.append(f"built {self.generation} for it beside the live {self.live_generation or '(none)'}; "
                          f"switch with: kb-ray index switch {self.generation} (with this embedder configured)")
@@ -68,9 +69,11 @@ def embed_missing(catalog: DeltaCatalog, *, embedding: EmbeddingSettings, batch_
     """Embed every active chunk's text that has no vector from ``embedding``'s embedder."""
     from kb_ray.embedding.text import TextEmbedder
 
-    started = time.perf_counter()
+    loading = time.perf_counter()
     embedder = TextEmbedder.from_settings(embedding)
-    report = ReembedReport(embedder_fp=embedder.fingerprint, model_id=embedding.model_id)
+    started = time.perf_counter()  # texts/s from here: loading (or a first ONNX export) is load_seconds
+    report = ReembedReport(embedder_fp=embedder.fingerprint, model_id=embedding.model_id,
+                           load_seconds=started - loading)
     connection = open_session(catalog, {name: catalog.table_versions()[name] for name in INDEXED_TABLES})
     try:
         missing, report.texts = texts_missing_vectors(connection, embedder.fingerprint)
