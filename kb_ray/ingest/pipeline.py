@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -70,52 +71,68 @@ def start_stats_collector(run_id: str):
     return ray.remote(num_cpus=0)(StageStatsCollector).options(name=f"stage_stats:{run_id}").remote()
 
 
-def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipeline_fp: str):
+@dataclass(frozen=True)
+class Step:
+    """One actor pool of the pipeline: the Ray-free stages it runs in order on each batch, its
+    resources, and its batch size in rows (``None``: the resources' own)."""
+
+    stages: list[StageSpec]
+    resources: StageSettings
+    batch_size: int | None = None
+
+
+def ingest_steps(config: KbConfig, *, run_id: str, pipeline_fp: str) -> list[Step]:
     """todo rows → fetch → [model parse: Docling, when ``parse.docling.enabled`` (GPU actor
     pool)] → parse, structure, chunk (CPU actor pool) → [caption figures, when
     ``enrich.captions.enabled`` (actor pool, GPU for in-process models)] → [render pages →
     page-embed (actor pools), when ``pages.enabled``] → embed + write data files (embedding
-    actor pool).
-
-    The output has one row per micro-batch (BATCH_RECORD) for the driver to commit."""
-    import ray
-
+    actor pool; one output row = one micro-batch, BATCH_RECORD, for the driver to commit)."""
     from kb_ray.ingest.stages.embed_write import EmbedWriteStage
     from kb_ray.ingest.stages.fetch import FetchStage
     from kb_ray.ingest.stages.parse import ParseStage
 
-    todo = conform_record(todo, SOURCE_RECORD)
-    blocks = max(1, min(todo.num_rows // max(1, config.ray.parse.batch_size), 256))
-    dataset = ray.data.from_arrow([todo.slice(offset, length) for offset, length in _slices(todo.num_rows, blocks)])
-    collector = f"stage_stats:{run_id}"
     storage = {"kb_root": config.kb_root, "storage_options": config.storage_options}
     processing = {"parse": config.parse, "chunking": config.chunking, "captions": config.enrich.captions}
     fetch: list[StageSpec] = [(FetchStage, {"storage_options": config.storage_options, "pipeline_fp": pipeline_fp,
                                             "local_roots": local_source_roots(config.ingest.source_uris),
                                             "follow_symlinks": config.ingest.follow_symlinks,
                                             "raw_blobs": _raw_blobs(config)})]
+    steps = []
     if config.parse.docling.enabled:
         from kb_ray.ingest.stages.model_parse import ModelParseStage
 
-        dataset = _actor_stage(dataset, fetch + [(ModelParseStage, {**storage, **processing})],
-                               config.ray.model_parse, collector)
+        steps.append(Step(fetch + [(ModelParseStage, {**storage, **processing})], config.ray.model_parse))
         fetch = []  # fetched in the model-parse pool
-    dataset = _actor_stage(dataset, fetch + [(ParseStage, {
-        **storage, **processing, "run_id": run_id, "keep_raw_for_pages": config.pages.enabled})],
-        config.ray.parse, collector)
+    steps.append(Step(fetch + [(ParseStage, {**storage, **processing, "run_id": run_id,
+                                             "keep_raw_for_pages": config.pages.enabled})], config.ray.parse))
     if config.enrich.captions.enabled:
         from kb_ray.ingest.stages.caption import CaptionStage
 
-        dataset = _actor_stage(dataset, [(CaptionStage, {**storage, "captions": config.enrich.captions,
-                                                         "run_id": run_id})], config.ray.caption, collector)
+        steps.append(Step([(CaptionStage, {**storage, "captions": config.enrich.captions, "run_id": run_id})],
+                          config.ray.caption))
     if config.pages.enabled:
         from kb_ray.ingest.stages.page_embed import PageEmbedStage
         from kb_ray.ingest.stages.render import RenderStage
 
         for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
-            dataset = _actor_stage(dataset, [(stage, {**storage, "pages": config.pages})], resources, collector)
-    return _actor_stage(dataset, [(EmbedWriteStage, {**storage, "embedding": config.embedding})], config.ray.embed,
-                        collector, batch_size=config.ingest.micro_batch_docs)  # one output row = one micro-batch
+            steps.append(Step([(stage, {**storage, "pages": config.pages})], resources))
+    steps.append(Step([(EmbedWriteStage, {**storage, "embedding": config.embedding})], config.ray.embed,
+                      batch_size=config.ingest.micro_batch_docs))
+    return steps
+
+
+def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipeline_fp: str):
+    """The :func:`ingest_steps` as Ray Data actor pools over ``todo``; one output row per
+    micro-batch (BATCH_RECORD) for the driver to commit."""
+    import ray
+
+    todo = conform_record(todo, SOURCE_RECORD)
+    blocks = max(1, min(todo.num_rows // max(1, config.ray.parse.batch_size), 256))
+    dataset = ray.data.from_arrow([todo.slice(offset, length) for offset, length in _slices(todo.num_rows, blocks)])
+    collector = f"stage_stats:{run_id}"
+    for step in ingest_steps(config, run_id=run_id, pipeline_fp=pipeline_fp):
+        dataset = _actor_stage(dataset, step.stages, step.resources, collector, batch_size=step.batch_size)
+    return dataset
 
 
 def _raw_blobs(config: KbConfig):

@@ -156,6 +156,14 @@ def _run_pipeline(todo: pa.Table, *, config: KbConfig, committer: MicroBatchComm
                   progress: _Progress, verbose: bool) -> None:
     if not todo.num_rows:
         return
+    from kb_ray.ingest.inline import run_inline, runs_inline
+
+    if runs_inline(config, documents=todo.num_rows):
+        stats: dict = {}
+        rows = run_inline(todo, config=config, run_id=report.run_id, pipeline_fp=_pipeline_fp(config), stats=stats)
+        _commit_each(rows, committer=committer, report=report, progress=progress)
+        report.add_stage_stats(stats)
+        return
     import ray
 
     from kb_ray.ingest.pipeline import build_ingest_dataset, start_stats_collector
