@@ -15,6 +15,7 @@ from tests.ingest.corpus import small_corpus
 from tests.ingest.helpers import catalog, ingest_config, log_rows, state
 
 
+@pytest.mark.slow  # a Ray reference ingest beside the inline one; the default run has the one below
 @pytest.mark.usefixtures("ray_session")
 def test_an_inline_ingest_writes_the_catalog_the_ray_pipeline_writes(tmp_path):
     corpus = small_corpus(tmp_path / "src")

@@ -85,6 +85,7 @@ def test_an_allowed_switch_in_the_ingest_embeds_unchanged_chunks_and_builds_a_ge
     assert _missing(tmp_path / "kb", new_fp)[0] == 0
 
 
+@pytest.mark.slow  # the default run has the ingest path's switch above; this and the next: make test-cluster
 def test_reembed_resumes_after_an_interruption_and_leaves_the_live_generation(tmp_path, tiny_model):
     _, config, live = _ingested(tmp_path)
     tiny = config.embedding.model_copy(update={"model_path": str(tiny_model), "model_id": "tiny"})
@@ -107,6 +108,7 @@ def test_reembed_resumes_after_an_interruption_and_leaves_the_live_generation(tm
     assert again.embedded == 0 and again.generation == report.generation  # same versions, same generation
 
 
+@pytest.mark.slow
 def test_index_switch_needs_the_generations_embedder_configured(tmp_path, tiny_model):
     _, config, live = _ingested(tmp_path)
     tiny = config.embedding.model_copy(update={"model_path": str(tiny_model), "model_id": "tiny"})
