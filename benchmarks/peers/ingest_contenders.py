@@ -36,7 +36,8 @@ def _kb_ray_ingest(corpus: Path, out: Path, overrides: list[str]) -> None:
     report = run_ingest(config)
     elapsed = time.perf_counter() - started
     assert report.status == "succeeded", report.render()
-    report_result(pipeline_s=elapsed, pages=report.pages, chunks=report.chunks["new"], torch_threads=1,
+    report_result(pipeline_s=elapsed, pages=report.pages, chunks=report.chunks["new"],
+                  torch_threads=config.embedding.num_threads,
                   documents=report.documents["new"])
 
 

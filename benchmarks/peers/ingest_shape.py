@@ -122,7 +122,7 @@ NOTES = """Notes:
   batch 32) → one Parquet file; no engine at all.
 - (a′) kb-ray: `conf/local.yaml` + `chunking.strategy=recursive chunking.chunk_chars=2048
   chunking.overlap=200`: local Ray (2 CPUs), parse pool 1 actor × 0.5 CPU (batch 4), embed pool
-  1 actor × 0.5 CPU (micro-batch 16 documents), torch 1 thread.
+  1 actor × 0.5 CPU (micro-batch 16 documents), torch threads as `embedding.num_threads` (2 in conf/local.yaml).
 - Ray Data peer: `read_binary_files → map_batches(page text, batch 4) → flat_map(chunk) →
   map_batches(embedder class, ActorPoolStrategy(size=1), num_cpus=0.5, batch 64) → write_parquet`,
   torch 1 thread, `ray.init(num_cpus=2)`.
