@@ -10,3 +10,7 @@ __version__ = "0.1.0"
 # of the variable, onnxruntime PRs 27379 and 29843); set it to 0 to opt back in.
 for _name in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
     os.environ.setdefault(_name, "1")
+
+# Hugging Face libraries draw a progress bar for every model load ("Loading weights 0/103"); a
+# person reading an ingest, reembed or demo sees kb-ray's own report and progress instead.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

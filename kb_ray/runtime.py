@@ -19,7 +19,7 @@ from kb_ray.reaper import RayReaper, watch_local_ray
 
 logger = logging.getLogger(__name__)
 WORKER_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-              "ORT_DISABLE_TELEMETRY": "1", "ORT_TELEMETRY_DISABLED": "1"}
+              "ORT_DISABLE_TELEMETRY": "1", "ORT_TELEMETRY_DISABLED": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 _QUIET_LOGGERS = ("ray", "ray.data", "ray.serve")
 _reaper: RayReaper | None = None  # the watcher of the local Ray instance this process started
 
