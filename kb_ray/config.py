@@ -178,8 +178,6 @@ class WatchSettings(_Settings):
                                    "whose difference triggers an ingest")
     max_tracked_paths: int = Field(10_000, ge=1, description="changed paths checked for settling; past it a "
                                    "burst is settled on quiet time alone")
-    inline_max_docs: int = Field(64, ge=0, description="the watch's ingests with at most this many files to "
-                                 "process run in its own process, stages kept loaded (ingest.inline_max_docs)")
 
 
 class IngestSettings(_Settings):
@@ -194,6 +192,8 @@ class IngestSettings(_Settings):
     micro_batch_docs: int = Field(64, ge=1, description="documents per committed micro-batch")
     inline_max_docs: int = Field(0, ge=0, description="an ingest with at most this many files to process runs "
                                  "its stages in the driver process, without Ray (kb_ray/ingest/inline.py); 0: never")
+    resident_inline_max_docs: int = Field(64, ge=0, description="inline_max_docs of long-running drivers that keep "
+                                          "the stages loaded between ingests: kb-ray watch and the upload worker")
     compact_every_batches: int = Field(32, ge=0, description="compact the small files micro-batches add every "
                                        "N micro-batches, so lookups stay flat as the catalog grows (0: never)")
     lease_wait_s: float = Field(3600.0, ge=0, description="how long an ingest waits for another writer of the "

@@ -38,8 +38,7 @@ def run(args: argparse.Namespace) -> int:
         overrides.append("ingest.sources=" + json.dumps([source_from_here(source) for source in args.source]))
     args.overrides = overrides
     config = config_from_args(args)
-    if not config.ingest.inline_max_docs:  # small changes ingest in this process, the model kept loaded
-        config.ingest.inline_max_docs = config.ingest.watch.inline_max_docs
+    config.ingest.inline_max_docs = config.ingest.inline_max_docs or config.ingest.resident_inline_max_docs
     stop = threading.Event()
     if args.duration_s is not None:
         timer = threading.Timer(args.duration_s, stop.set)

@@ -55,7 +55,8 @@ class UploadWorker:
     """Ray actor (one per catalog): ingests the upload queue, one call at a time."""
 
     def __init__(self, config: KbConfig) -> None:
-        self.config = config
+        self.config = config  # small batches ingest in this actor, its parser and embedder kept loaded:
+        config.ingest.inline_max_docs = config.ingest.inline_max_docs or config.ingest.resident_inline_max_docs
 
     def drain(self) -> int:
         total = 0
