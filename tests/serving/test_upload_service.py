@@ -33,6 +33,7 @@ NOTE_V1 = b"# Zephyrine pump notes\n\nThe zephyrine impeller is checked every sp
 REFRESH_S = 1.0
 FRESH_WITHIN_S = REFRESH_S + 2 + 3  # the searcher's refresh interval, the 2 s gate cache, a segment load
 NOTE_V2 = b"# Zephyrine pump notes\n\nThe zephyrine impeller is replaced every autumn.\n"
+SEARCHERS = 2  # a delete is hidden at once by every searcher replica, not only the one the ingress asks
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,7 @@ def service(ray_session, tmp_path_factory):
     _check_raw_blobs_kept(kb_root, sources)
     config = golden_config(kb_root, "embedding.num_threads=1", "search.evidence=lexical",
                            f"serve.upload_max_bytes={UPLOAD_LIMIT}", "index.auto_refresh=true",
+                           f"serve.searcher_replicas={SEARCHERS}",
                            f"index.refresh_interval_s={REFRESH_S}", "index.compact_ratio=100")
     build_index(config)
     config.serve.auth = AuthSettings(enabled=True, tenants={"acme": ["acme"], "beta": ["beta"]}, cache_ttl_s=0.2)
@@ -136,8 +138,9 @@ def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_a
     assert httpx.delete(path, headers=_auth(keys["acme-reader"])).status_code == 403
     deleted = httpx.delete(path, headers=_auth(keys["acme-writer"]))
     assert deleted.status_code == 200 and deleted.json()["document_id"] == document_id
-    assert not [hit for hit in search(keys["acme-reader"], "zephyrine impeller autumn")
-                if hit["document_id"] == document_id]  # at once: the searcher's gate was invalidated
+    for _ in range(8 * SEARCHERS):  # at once, on every replica: each search carries the delete's version
+        assert not [hit for hit in search(keys["acme-reader"], "zephyrine impeller autumn")
+                    if hit["document_id"] == document_id]
     assert httpx.delete(path, headers=_auth(keys["acme-writer"])).status_code == 404
 
 
