@@ -62,17 +62,22 @@ def service(ray_session, tmp_path_factory):
 
 
 def _ground_truth(kb_root) -> dict[str, object]:
-    """document_id -> collection, and how many index rows (chunks) each collection has."""
+    """document_id -> collection, chunk_id -> collection, and how many index rows (chunks) each
+    collection and each document has."""
     catalog = DeltaCatalog.open(str(kb_root), create=False)
     documents = catalog.read("documents", columns=["document_id", "collection", "active_version_id"]).to_pylist()
     collection_of = {row["document_id"]: row["collection"] for row in documents}
     collection_of_version = {row["active_version_id"]: row["collection"] for row in documents}
+    document_of_version = {row["active_version_id"]: row["document_id"] for row in documents}
     chunks: dict[str, int] = {name: 0 for name in COLLECTIONS}
+    document_chunks: dict[str, int] = {row["document_id"]: 0 for row in documents}
     chunk_collection: dict[str, str] = {}
     for row in catalog.read("version_chunks", columns=["version_id", "chunk_id"]).to_pylist():
         chunks[collection_of_version[row["version_id"]]] += 1
+        document_chunks[document_of_version[row["version_id"]]] += 1
         chunk_collection[row["chunk_id"]] = collection_of_version[row["version_id"]]
-    return {"collection_of": collection_of, "chunks": chunks, "chunk_collection": chunk_collection}
+    return {"collection_of": collection_of, "chunks": chunks, "chunk_collection": chunk_collection,
+            "document_chunks": document_chunks}
 
 
 def post(path: str, body: dict, key: str | None = None) -> httpx.Response:
@@ -143,26 +148,35 @@ def test_a_new_key_works_and_a_revoked_one_stops_within_a_second(service):
     assert post("/v1/search", {"query": "pump", "k": 1}, key=key).status_code == 401
 
 
-def _random_filter(rng: random.Random) -> dict | None:
-    if rng.random() < 0.3:
+def _random_filter(rng: random.Random, documents: list[str]) -> dict | None:
+    """None, or collections and/or document ids drawn from every tenant's (a probe for the others')."""
+    if rng.random() < 0.25:
         return None
-    return {"collection": rng.sample(COLLECTIONS, rng.randint(1, len(COLLECTIONS)))}
+    drawn: dict = {}
+    if rng.random() < 0.75:
+        drawn["collection"] = rng.sample(COLLECTIONS, rng.randint(1, len(COLLECTIONS)))
+    if not drawn or rng.random() < 0.35:
+        drawn["document_ids"] = rng.sample(documents, rng.randint(1, 6))
+    return drawn
 
 
 def _leak_check(service, queries: int, seed: int) -> None:
     rng, truth = random.Random(seed), service["truth"]
+    documents = sorted(truth["collection_of"])
     for _ in range(queries):
         tenant = rng.choice(list(TENANTS))
-        search_filter, k = _random_filter(rng), rng.randint(1, 25)
+        search_filter, k = _random_filter(rng, documents), rng.randint(1, 25)
         body = {"query": " ".join(rng.sample(WORDS, rng.randint(1, 3))), "k": k, "mode": "hybrid",
                 "filter": search_filter}
         response = post("/v1/search", body, key=service["keys"][tenant])
         assert response.status_code == 200, response.text
-        seen = {truth["collection_of"][hit["document_id"]] for hit in response.json()["hits"]}
-        visible = set(TENANTS[tenant]) & set(search_filter["collection"] if search_filter else COLLECTIONS)
-        assert seen <= visible, (tenant, body, seen)
-        expected = min(k, sum(truth["chunks"][name] for name in visible))  # dense matches every chunk
-        assert len(response.json()["hits"]) == expected, (tenant, body)
+        hits = response.json()["hits"]
+        visible = set(TENANTS[tenant]) & set((search_filter or {}).get("collection") or COLLECTIONS)
+        wanted = {d for d in (search_filter or {}).get("document_ids") or documents
+                  if truth["collection_of"][d] in visible}
+        assert {hit["document_id"] for hit in hits} <= wanted, (tenant, body, hits)
+        expected = min(k, sum(truth["document_chunks"][d] for d in wanted))  # dense matches every chunk
+        assert len(hits) == expected, (tenant, body)
 
 
 def test_tenant_leak_conformance_1000_random_queries(service):
