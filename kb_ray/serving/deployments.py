@@ -88,7 +88,8 @@ class ShardSearcher:
         from kb_ray.search.as_of import AsOfSearchers
         from kb_ray.search.searcher import HybridSearcher
 
-        self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
+        self.searcher = HybridSearcher(config, reranker=None,  # reranking is its own deployment
+                                       gate_max_age_s=config.search.gate_max_age_s)
         self.as_of = AsOfSearchers(self.searcher.catalog, kb_root=config.kb_root, make=self.searcher.at,
                                    storage_options=config.storage_options)
         self._refresh_every_s = config.index.refresh_interval_s  # new generations and delta segments
