@@ -257,6 +257,9 @@ class SearchSettings(_Settings):
     max_k: int = 100
     max_query_chars: int = Field(4000, ge=16)  # a longer query is refused (HTTP 400) before it is embedded
     candidates: int = 100  # per retriever, before fusion
+    # how long a serving searcher replica caches the active versions (the hydration gate,
+    # kb_ray/search/gate.py); a delete through the service, a new segment or generation re-read it at once
+    gate_max_age_s: float = Field(2.0, gt=0)
     rrf_k: int = 60
     # how equal RRF scores are ordered (a chunk ranked (1, 3) ties with one ranked (3, 1)):
     # "content": the content-hash tie key alone (default, the behaviour before); "lexical" /

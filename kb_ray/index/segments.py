@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from kb_ray.catalog.storage import join_uri
 from kb_ray.index.bm25 import CorpusStatistics
 from kb_ray.index.generations import generation_uri, local_copy, read_text_file, write_pointer
-from kb_ray.index.manifest import MANIFEST_NAME, ShardInfo
+from kb_ray.index.manifest import MANIFEST_NAME, GenerationManifest, ShardInfo
 
 logger = logging.getLogger(__name__)
 
@@ -91,14 +91,26 @@ def load_segments(kb_root: str, generation_id: str, *, upto: int | None = None,
                   storage_options: dict[str, str] | None = None) -> list[SegmentManifest]:
     """Manifests of segments ``1..upto`` (default: the latest), oldest first."""
     upto = latest_segment(kb_root, generation_id, storage_options=storage_options) if upto is None else upto
-    manifests = []
-    for number in range(1, upto + 1):
-        uri = join_uri(segments_uri(kb_root, generation_id), segment_name(number), MANIFEST_NAME)
-        text = read_text_file(uri, storage_options)
-        if text is None:
-            raise FileNotFoundError(f"segment {number} of {generation_id} has no manifest at {uri}")
-        manifests.append(SegmentManifest.from_json(text))
-    return manifests
+    return [load_segment(kb_root, generation_id, number, storage_options=storage_options)
+            for number in range(1, upto + 1)]
+
+
+def load_segment(kb_root: str, generation_id: str, number: int, *,
+                 storage_options: dict[str, str] | None = None) -> SegmentManifest:
+    """The manifest of segment ``number``; FileNotFoundError when it was never published."""
+    uri = join_uri(segments_uri(kb_root, generation_id), segment_name(number), MANIFEST_NAME)
+    text = read_text_file(uri, storage_options)
+    if text is None:
+        raise FileNotFoundError(f"segment {number} of {generation_id} has no manifest at {uri}")
+    return SegmentManifest.from_json(text)
+
+
+def lineage_manifest(manifest: GenerationManifest, newest: SegmentManifest | None) -> GenerationManifest:
+    """The manifest a hit's ``lineage`` names: the base's, with the catalog versions of the newest
+    loaded segment when there is one (base + segments 1..n equal a build at those versions)."""
+    if newest is None:
+        return manifest
+    return replace(manifest, catalog_versions={**manifest.catalog_versions, **newest.catalog_versions})
 
 
 def local_segment_dir(kb_root: str, generation_id: str, segment: SegmentManifest, *,

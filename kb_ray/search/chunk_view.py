@@ -16,6 +16,7 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
 from kb_ray.index.generations import load_manifest, read_current
 from kb_ray.index.manifest import GenerationManifest
+from kb_ray.index.segments import latest_segment, lineage_manifest, load_segment
 from kb_ray.search.hits import lineage
 
 _CHUNK_SQL = """
@@ -59,9 +60,15 @@ def chunk_view(catalog: DeltaCatalog, chunk_id: str, *, manifest: GenerationMani
 
 
 def live_manifest(kb_root: str, *, storage_options: dict[str, str] | None = None) -> GenerationManifest | None:
-    """The live generation's manifest (what a chunk's ``lineage`` names), None before the first build."""
+    """What a chunk's ``lineage`` names, None before the first build: the live generation's manifest
+    with its newest delta segment's catalog versions, as a search hit's lineage has them."""
     current = read_current(kb_root, storage_options=storage_options)
-    return load_manifest(kb_root, current, storage_options=storage_options) if current else None
+    if current is None:
+        return None
+    manifest = load_manifest(kb_root, current, storage_options=storage_options)
+    newest = latest_segment(kb_root, current, storage_options=storage_options)
+    return lineage_manifest(manifest, load_segment(kb_root, current, newest, storage_options=storage_options)
+                            if newest else None)
 
 
 def _view(chunk: dict[str, Any], placement: dict[str, Any], versions: list[str], elements: list[dict[str, Any]],

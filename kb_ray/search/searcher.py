@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -25,7 +25,7 @@ from kb_ray.config import KbConfig
 from kb_ray.errors import KbRayError
 from kb_ray.index.generations import GenerationError, load_manifest, local_generation_dir, read_current
 from kb_ray.index.manifest import GenerationManifest
-from kb_ray.index.segments import latest_segment
+from kb_ray.index.segments import latest_segment, lineage_manifest
 from kb_ray.search.assembly import HitAssembler, dense_floor, resort_by_confidence
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.search.filters import parse_filters
@@ -190,8 +190,7 @@ class HybridSearcher:
     def _with_segments(self, manifest: GenerationManifest, sets: SegmentSets, pages: PageIndex | None, *,
                        upto: int) -> _Loaded:
         sets, shards = attach_segments(self.config, manifest, sets, upto=upto)
-        lineage = replace(manifest, catalog_versions={**manifest.catalog_versions,
-                                                      **sets.segments[-1].catalog_versions}) if sets.segments else None
+        lineage = lineage_manifest(manifest, sets.segments[-1]) if sets.segments else None
         return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets, lineage)
 
     # -- searching ---------------------------------------------------------------------

@@ -88,7 +88,8 @@ class ShardSearcher:
         from kb_ray.search.as_of import AsOfSearchers
         from kb_ray.search.searcher import HybridSearcher
 
-        self.searcher = HybridSearcher(config, reranker=None)  # reranking is its own deployment
+        self.searcher = HybridSearcher(config, reranker=None,  # reranking is its own deployment
+                                       gate_max_age_s=config.search.gate_max_age_s)
         self.as_of = AsOfSearchers(self.searcher.catalog, kb_root=config.kb_root, make=self.searcher.at,
                                    storage_options=config.storage_options)
         self._refresh_every_s = config.index.refresh_interval_s  # new generations and delta segments
@@ -114,6 +115,8 @@ class ShardSearcher:
         if time.monotonic() - self._checked > self._refresh_every_s:
             self._checked = time.monotonic()
             self.searcher.refresh()
+        if request.get("gate_floor"):  # a delete the ingress committed: never served from an older gate
+            self.searcher.gate.at_least(request["gate_floor"])
         try:
             searcher = self._searcher_for(request.get("as_of"))
             result = searcher.search(request["query"], k=request["k"], mode=request["mode"],
@@ -131,11 +134,6 @@ class ShardSearcher:
         if not as_of:
             return self.searcher
         return self.as_of.searcher_for(as_of, embedder_fp=self.searcher.manifest.embedder_fp)
-
-    def invalidate_gate(self) -> None:
-        """Re-read the active versions on the next search (a delete just committed). Only this
-        replica: another one sees the delete within ``search.gate_max_age_s``."""
-        self.searcher.gate.invalidate()
 
 
 @serve.deployment
@@ -170,6 +168,7 @@ class SearchIngress:
 
         allow_larger_body("POST", "/v1/documents", config.serve.upload_max_bytes)
         self.uploads = UploadService(config)
+        self._gate_floor = 0  # the documents version of this replica's latest delete
 
     @api.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
@@ -237,7 +236,9 @@ class SearchIngress:
         deleted = await self.uploads.delete(document_id, caller=caller, collections=self.auth.collections(caller))
         if deleted is None:
             raise HTTPException(404, f"no document {document_id}")
-        await self.searcher.invalidate_gate.remote()
+        # every later search carries the documents version the tombstone is in: each searcher
+        # replica re-reads its gate if it is older (hidden at once, however many replicas)
+        self._gate_floor = max(self._gate_floor, await asyncio.to_thread(self.uploads.documents_version))
         return JSONResponse(deleted)
 
     def _check_query_length(self, query: str) -> None:
@@ -263,6 +264,7 @@ class SearchIngress:
         embed_ms = (time.perf_counter() - started) * 1000
         body = request.model_dump()
         body["k"] = max(request.k, self.config.search.rerank_candidates) if rerank else request.k
+        body["gate_floor"] = self._gate_floor
         if not 1 <= request.k <= self.config.search.max_k:
             raise HTTPException(400, f"k must be between 1 and {self.config.search.max_k}, got {request.k}")
         result = await call_once_more_if_replica_died(self.searcher.search, body, vector)

@@ -163,3 +163,7 @@ class UploadService:
             return None
         row = await asyncio.to_thread(delete_document, self.catalog, document)
         return {"document_id": document_id, "deleted_at": row["deleted_at"].isoformat()}
+
+    def documents_version(self) -> int:
+        """The latest version of ``documents`` (after a delete: one that holds its tombstone)."""
+        return self.catalog.delta_table("documents").version()

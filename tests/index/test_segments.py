@@ -268,3 +268,20 @@ def test_as_of_searches_the_segments_that_existed_at_the_point(corpus, tmp_path)
     assert versions({"catalog_version": before}, "n10", new_text) == set()
     assert versions({"catalog_version": after}, "d01", first_text) == {"ver_d01_2"}
     assert versions({"catalog_version": after}, "n10", new_text) == {"ver_n10_1"}
+
+
+def test_the_chunk_inspector_names_the_lineage_a_hit_has_with_segments(corpus, tmp_path):
+    """``GET /v1/chunks/{id}``'s lineage (kb_ray/search/chunk_view.py) equals a hit's once segments
+    are loaded: the newest segment's catalog versions, not the base's."""
+    from kb_ray.search.chunk_view import chunk_view, live_manifest
+
+    root = tmp_path / "kb"
+    base_versions = json.loads((root / "indexes" / read_current(str(root)) / "manifest.json").read_text())
+    _change(corpus, 1)
+    assert refresh_index(_config(root)).segment == 1
+    searcher = HybridSearcher.open(_config(root), gate_max_age_s=600)
+    text = " ".join(chunk["text"] for chunk in corpus.documents["n10"]["chunks"])
+    hit = searcher.search(text, k=1, mode="lexical", filters={"document_ids": ["doc_n10"]}).hits[0]
+    view = chunk_view(corpus.catalog, hit["chunk_id"], manifest=live_manifest(str(root)))
+    assert view["lineage"] == hit["lineage"]
+    assert view["lineage"]["catalog_versions"] != base_versions["catalog_versions"]  # a segment's, newer

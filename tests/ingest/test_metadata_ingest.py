@@ -121,3 +121,22 @@ def test_a_touched_file_with_a_new_sidecar_gets_the_new_metadata(ingested):
     assert _documents(config)["charlie.txt"]["tags"] == ["sorted"]  # a sidecar's tags replace the source's
     assert {name: catalog(kb).read(name).num_rows for name in ("versions", "embeddings")} == before
     assert run_ingest(config).documents["metadata_updated"] == 0  # settled: not applied again
+
+
+def test_a_source_entry_names_its_own_collection(tmp_path):
+    """Two sources, one with ``collection`` set: its documents land in that collection (and are
+    filterable by it), the plain URI's in ``ingest.collection``."""
+    manuals, notes = tmp_path / "manuals", tmp_path / "notes"
+    manuals.mkdir(), notes.mkdir()
+    (manuals / "pump.txt").write_text("The pump manual covers the impeller.\n")
+    (notes / "memo.txt").write_text("A memo about the impeller order.\n")
+    sources = [{"uri": str(manuals), "collection": "manuals", "tags": ["manual"]}, str(notes)]
+    config = load_config(REPO_ROOT / "conf" / "local.yaml", overrides=[
+        f"kb_root={tmp_path / 'kb'}", "ingest.sources=" + json.dumps(sources), "ingest.collection=notes"])
+    assert run_ingest(config).status == "succeeded"
+    rows = {Path(row["uri"]).name: row for row in catalog(Path(config.kb_root)).read("documents").to_pylist()}
+    assert {name: (row["collection"], row["tags"]) for name, row in rows.items()} == {
+        "pump.txt": ("manuals", ["manual"]), "memo.txt": ("notes", [])}
+    build_index(config)
+    assert _search_uris(config, {"collection": "manuals"}) == {"pump.txt"}
+    assert _search_uris(config, {"collection": "notes"}) == {"memo.txt"}

@@ -88,6 +88,19 @@ def test_queue_claims_one_file_per_document_oldest_first_and_reports_outcomes(ca
     assert [(row["ingest_id"], row["name"]) for row in queue.claim()] == [(second, "a.md")]
 
 
+def test_files_of_several_pending_uploads_are_claimed_as_one_batch(catalog):
+    """Micro-batching across uploads: every queued upload's files go to the next run together."""
+    queue = UploadQueue(catalog)
+    first, _ = queue.enqueue([("a.txt", b"a")], collection="c", tenant="acme", fields=UploadFields())
+    second, _ = queue.enqueue([("b.txt", b"b"), ("c.txt", b"c")], collection="c", tenant="acme",
+                              fields=UploadFields())
+    third, _ = queue.enqueue([("d.txt", b"d")], collection="other", tenant="beta", fields=UploadFields())
+    claimed = queue.claim()
+    assert sorted((row["ingest_id"], row["name"]) for row in claimed) == sorted(
+        [(first, "a.txt"), (second, "b.txt"), (second, "c.txt"), (third, "d.txt")])
+    assert {queue.status(i)["status"] for i in (first, second, third)} == {"running"}
+
+
 def test_running_files_of_a_dead_worker_are_claimed_again_and_a_crash_fails_them(catalog):
     queue = UploadQueue(catalog)
     ingest_id, _ = queue.enqueue([("a.txt", b"a")], collection="c", tenant=None, fields=UploadFields())

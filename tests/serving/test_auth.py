@@ -62,15 +62,22 @@ def service(ray_session, tmp_path_factory):
 
 
 def _ground_truth(kb_root) -> dict[str, object]:
-    """document_id -> collection, and how many index rows (chunks) each collection has."""
+    """document_id -> collection, chunk_id -> collection, and how many index rows (chunks) each
+    collection and each document has."""
     catalog = DeltaCatalog.open(str(kb_root), create=False)
     documents = catalog.read("documents", columns=["document_id", "collection", "active_version_id"]).to_pylist()
     collection_of = {row["document_id"]: row["collection"] for row in documents}
     collection_of_version = {row["active_version_id"]: row["collection"] for row in documents}
+    document_of_version = {row["active_version_id"]: row["document_id"] for row in documents}
     chunks: dict[str, int] = {name: 0 for name in COLLECTIONS}
-    for row in catalog.read("version_chunks", columns=["version_id"]).to_pylist():
+    document_chunks: dict[str, int] = {row["document_id"]: 0 for row in documents}
+    chunk_collection: dict[str, str] = {}
+    for row in catalog.read("version_chunks", columns=["version_id", "chunk_id"]).to_pylist():
         chunks[collection_of_version[row["version_id"]]] += 1
-    return {"collection_of": collection_of, "chunks": chunks}
+        document_chunks[document_of_version[row["version_id"]]] += 1
+        chunk_collection[row["chunk_id"]] = collection_of_version[row["version_id"]]
+    return {"collection_of": collection_of, "chunks": chunks, "chunk_collection": chunk_collection,
+            "document_chunks": document_chunks}
 
 
 def post(path: str, body: dict, key: str | None = None) -> httpx.Response:
@@ -141,27 +148,82 @@ def test_a_new_key_works_and_a_revoked_one_stops_within_a_second(service):
     assert post("/v1/search", {"query": "pump", "k": 1}, key=key).status_code == 401
 
 
-def _random_filter(rng: random.Random) -> dict | None:
-    if rng.random() < 0.3:
+def _random_filter(rng: random.Random, documents: list[str]) -> dict | None:
+    """None, or collections and/or document ids drawn from every tenant's (a probe for the others')."""
+    if rng.random() < 0.25:
         return None
-    return {"collection": rng.sample(COLLECTIONS, rng.randint(1, len(COLLECTIONS)))}
+    drawn: dict = {}
+    if rng.random() < 0.75:
+        drawn["collection"] = rng.sample(COLLECTIONS, rng.randint(1, len(COLLECTIONS)))
+    if not drawn or rng.random() < 0.35:
+        drawn["document_ids"] = rng.sample(documents, rng.randint(1, 6))
+    return drawn
 
 
 def _leak_check(service, queries: int, seed: int) -> None:
     rng, truth = random.Random(seed), service["truth"]
+    documents = sorted(truth["collection_of"])
     for _ in range(queries):
         tenant = rng.choice(list(TENANTS))
-        search_filter, k = _random_filter(rng), rng.randint(1, 25)
+        search_filter, k = _random_filter(rng, documents), rng.randint(1, 25)
         body = {"query": " ".join(rng.sample(WORDS, rng.randint(1, 3))), "k": k, "mode": "hybrid",
                 "filter": search_filter}
         response = post("/v1/search", body, key=service["keys"][tenant])
         assert response.status_code == 200, response.text
-        seen = {truth["collection_of"][hit["document_id"]] for hit in response.json()["hits"]}
-        visible = set(TENANTS[tenant]) & set(search_filter["collection"] if search_filter else COLLECTIONS)
-        assert seen <= visible, (tenant, body, seen)
-        expected = min(k, sum(truth["chunks"][name] for name in visible))  # dense matches every chunk
-        assert len(response.json()["hits"]) == expected, (tenant, body)
+        hits = response.json()["hits"]
+        visible = set(TENANTS[tenant]) & set((search_filter or {}).get("collection") or COLLECTIONS)
+        wanted = {d for d in (search_filter or {}).get("document_ids") or documents
+                  if truth["collection_of"][d] in visible}
+        assert {hit["document_id"] for hit in hits} <= wanted, (tenant, body, hits)
+        expected = min(k, sum(truth["document_chunks"][d] for d in wanted))  # dense matches every chunk
+        assert len(hits) == expected, (tenant, body)
 
 
 def test_tenant_leak_conformance_1000_random_queries(service):
     _leak_check(service, queries=1000, seed=2)
+
+
+def _get(path: str, key: str, **params) -> httpx.Response:
+    return httpx.get(f"{URL}{path}", params=params, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def _listed(key: str, rng: random.Random, collections: list[str] | None) -> list[str]:
+    """Every document ``GET /v1/documents`` pages out (random page sizes)."""
+    found, cursor = [], None
+    params = {"collection": ",".join(collections)} if collections else {}
+    while True:
+        page = _get("/v1/documents", key, limit=rng.randint(1, 7), **params, **({"cursor": cursor} if cursor else {}))
+        assert page.status_code == 200, page.text
+        found += [row["document_id"] for row in page.json()["documents"]]
+        if (cursor := page.json()["next_cursor"]) is None:
+            return found
+
+
+def test_tenant_leak_conformance_documents_chunks_and_answers(service):
+    """The leak check of the read routes: random tenants and collection filters; a list pages out
+    exactly the visible documents, and a document, its versions or a chunk of another tenant is
+    404 (200 when visible); answers cite only the tenant's documents."""
+    rng, truth = random.Random(7), service["truth"]
+    documents, chunks = sorted(truth["collection_of"]), sorted(truth["chunk_collection"])
+    for _ in range(150):
+        tenant = rng.choice(list(TENANTS))
+        key, own = service["keys"][tenant], set(TENANTS[tenant])
+        asked = rng.sample(COLLECTIONS, rng.randint(1, len(COLLECTIONS))) if rng.random() < 0.7 else None
+        visible = own & set(asked or COLLECTIONS)
+        listed = _listed(key, rng, asked)
+        assert sorted(listed) == sorted(d for d in documents if truth["collection_of"][d] in visible), (tenant, asked)
+        document, chunk = rng.choice(documents), rng.choice(chunks)
+        seen = truth["collection_of"][document] in own
+        assert _get(f"/v1/documents/{document}", key).status_code == (200 if seen else 404), (tenant, document)
+        assert _get(f"/v1/documents/{document}/versions", key).status_code == (200 if seen else 404)
+        expected = 200 if truth["chunk_collection"][chunk] in own else 404
+        assert _get(f"/v1/chunks/{chunk}", key).status_code == expected, (tenant, chunk)
+    answered = 0
+    for _ in range(20):
+        tenant = rng.choice(list(TENANTS))
+        answer = post("/v1/answer", {"query": " ".join(rng.sample(WORDS, 2)) + "?"}, key=service["keys"][tenant])
+        assert answer.status_code == 200, answer.text
+        cited = {truth["collection_of"][c["document_id"]] for c in answer.json()["citations"]}
+        assert cited <= set(TENANTS[tenant]), (tenant, cited)
+        answered += bool(cited)
+    assert answered  # the check above saw citations, not only refusals

@@ -81,7 +81,9 @@ def test_a_file_ingested_while_serving_is_found_within_the_refresh_delay(kb):
     root, config = kb
     start_service(config, port=PORT)
     try:
-        generation = httpx.post(f"{URL}/v1/search", json={"query": "pump", "k": 1}, timeout=60).json()["generation"]
+        first = httpx.post(f"{URL}/v1/search", json={"query": "pump", "k": 1}, timeout=60)
+        assert first.status_code == 200, first.text
+        generation = first.json()["generation"]
         _write(root / "src", "zebra.txt", "Zebra crossing\n\nThe quokka marmalade protocol governs zebra crossings.\n")
         assert run_ingest(config).index_refresh["action"] == "segment"
         published, bound = time.monotonic(), REFRESH_S + GATE_S + 3.0  # + one search and segment load

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -33,6 +34,8 @@ NOTE_V1 = b"# Zephyrine pump notes\n\nThe zephyrine impeller is checked every sp
 REFRESH_S = 1.0
 FRESH_WITHIN_S = REFRESH_S + 2 + 3  # the searcher's refresh interval, the 2 s gate cache, a segment load
 NOTE_V2 = b"# Zephyrine pump notes\n\nThe zephyrine impeller is replaced every autumn.\n"
+SEARCHERS = 2  # a delete is hidden at once by every searcher replica, not only the one the ingress asks
+GATE_S = 120  # each replica caches the active versions this long: only the delete's version makes it re-read
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +51,7 @@ def service(ray_session, tmp_path_factory):
     _check_raw_blobs_kept(kb_root, sources)
     config = golden_config(kb_root, "embedding.num_threads=1", "search.evidence=lexical",
                            f"serve.upload_max_bytes={UPLOAD_LIMIT}", "index.auto_refresh=true",
+                           f"serve.searcher_replicas={SEARCHERS}", f"search.gate_max_age_s={GATE_S}",
                            f"index.refresh_interval_s={REFRESH_S}", "index.compact_ratio=100")
     build_index(config)
     config.serve.auth = AuthSettings(enabled=True, tenants={"acme": ["acme"], "beta": ["beta"]}, cache_ttl_s=0.2)
@@ -134,11 +138,20 @@ def test_upload_is_ingested_with_its_metadata_versioned_searchable_and_deleted_a
     path = f"{URL}/v1/documents/{document_id}"
     assert httpx.delete(path, headers=_auth(keys["beta-writer"])).status_code == 404
     assert httpx.delete(path, headers=_auth(keys["acme-reader"])).status_code == 403
+    assert document_id in _found_by_concurrent_searches(keys["acme-reader"])  # every replica's gate is fresh
     deleted = httpx.delete(path, headers=_auth(keys["acme-writer"]))
     assert deleted.status_code == 200 and deleted.json()["document_id"] == document_id
-    assert not [hit for hit in search(keys["acme-reader"], "zephyrine impeller autumn")
-                if hit["document_id"] == document_id]  # at once: the searcher's gate was invalidated
+    # at once, on every replica (each caches its gate for GATE_S): each search carries the delete's version
+    assert document_id not in _found_by_concurrent_searches(keys["acme-reader"])
     assert httpx.delete(path, headers=_auth(keys["acme-writer"])).status_code == 404
+
+
+def _found_by_concurrent_searches(key: str) -> set[str]:
+    """The documents 8 searches per searcher replica find, sent 4 at a time per replica so that
+    Serve's router spreads them over every replica."""
+    with ThreadPoolExecutor(max_workers=4 * SEARCHERS) as pool:
+        results = list(pool.map(lambda _: search(key, "zephyrine impeller autumn"), range(8 * SEARCHERS)))
+    return {hit["document_id"] for hits in results for hit in hits}
 
 
 def _retag_without_reembedding(keys: dict, kb_root: Path, document_id: str) -> None:
