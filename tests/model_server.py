@@ -8,7 +8,7 @@ recorded requests, a count of requests in flight), with the maths given by the t
         server.base_url       # "http://127.0.0.1:PORT/v1" -> embedding.endpoint / search.rerank_endpoint
         server.requests       # RecordedRequest: path, body, authorization, status
         server.max_in_flight  # most requests handled at once (counted from arrival to answer)
-        server.set(fail_times=2, fail_status=429, delay_s=0.0, api_key="k", embed=other_fn, rerank_shape="tei")
+        server.set(fail_times=2, fail_status=429, fail_path="/v1/rerank", delay_s=0.0, api_key="k", embed=other_fn, rerank_shape="tei")
 
 ``POST /v1/embeddings`` takes ``{"model", "input": [str, ...], "dimensions"?}``: ``embed(texts)``
 gives a float array ``[n, dim]`` (truncated to ``dimensions`` when sent, as Matryoshka servers
@@ -17,8 +17,8 @@ must follow) and ``usage.prompt_tokens`` = words of all inputs. ``POST /v1/reran
 ``{"model"?, "query", "documents", "top_n"?}``: ``rerank(query, documents)`` gives one score per
 document; the answer is ``{"results": [{"index", "relevance_score"}]}`` best first, cut to
 ``top_n`` (``rerank_shape="jina"``), or TEI's bare list ``[{"index", "score"}]`` (``"tei"``).
-A wrong model name or shape is answered 400; ``fail_times`` requests get ``fail_status``
-(with ``Retry-After: 0`` on a 429) before the next succeeds.
+A wrong model name or shape is answered 400; ``fail_times`` requests (to ``fail_path`` only,
+when set) get ``fail_status`` (with ``Retry-After: 0`` on a 429) before the next succeeds.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class _Behaviour:
     api_key: str | None = None
     fail_times: int = 0
     fail_status: int = 503
+    fail_path: str | None = None  # only requests to this path fail (None: any)
     delay_s: float = 0.0
     rerank_shape: str = "jina"
 
@@ -93,7 +94,7 @@ class ModelServer:
             b = self._behaviour
             if b.api_key is not None and record.authorization != f"Bearer {b.api_key}":
                 return 401, _error("invalid or missing API key"), b.delay_s, {}
-            if b.fail_times > 0:
+            if b.fail_times > 0 and b.fail_path in (None, record.path):
                 b.fail_times -= 1
                 return b.fail_status, _error("injected failure"), b.delay_s, \
                     ({"Retry-After": "0"} if b.fail_status == 429 else {})

@@ -48,6 +48,9 @@ class RemoteEmbeddingError(KbRayError):
         self.detail = detail
         super().__init__(f"remote embedding failed ({reason}): {detail}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # picklable across Ray workers
+        return type(self), (self.reason, self.detail)
+
 
 class RemoteTextEmbedder(TextEmbedder):
     """A :class:`TextEmbedder` whose forward pass is an HTTP request; see the module docstring."""
