@@ -13,7 +13,8 @@ The tolerance is the one that decides whether two local runtimes share a fingerp
 :data:`~kb_ray.embedding.fingerprint.VECTOR_TOLERANCE` = 1e-3 in ``|cos - 1|``: a server
 running the same weights in fp16, in another batch or on another GPU stays below it (torch
 fp16 measured 3.1e-4, batch-to-batch noise 2.4e-7), while anything that changes rankings —
-int8 weights measured 1.1e-2 to 1.6e-2, another model is ~0.5 and more — lies far above it.
+int8 weights measured 1.1e-2 to 1.6e-2, and another model's vectors are unrelated — lies
+far above it.
 Without normalization the vector's length matters to inner products too, so its relative
 change must stay under the same bound. A different length of the vector always fails.
 
