@@ -61,7 +61,6 @@ EMBEDDER_NAME = "TextEmbedder"  # the class name the fingerprint has always carr
 DEFAULT_TEXT_TEMPLATE = "{heading_path}\n{text}"
 HEADING_SEPARATOR = " > "
 RUNTIMES = ("torch", "onnx", "onnx-int8", "onnx-int8-mixed", "remote")
-LOCAL_RUNTIMES = RUNTIMES[:-1]
 PRECISIONS = ("auto", "float32", "float16")
 VECTOR_TOLERANCE = 1e-3  # max |cos - 1| against torch fp32 for a runtime to share its fingerprint
 # Runtimes (and precisions) whose vectors measured beyond VECTOR_TOLERANCE: their name goes
@@ -87,6 +86,8 @@ def text_embedder_fingerprint(*, model_path: str | Path | None, model_id: str, n
     The local path is deliberately left out: the same files elsewhere are the same model.
     """
     check_runtime(runtime)
+    if runtime == "remote":
+        raise KbRayError("a remote embedder has no model files: use embedder_fingerprint(settings)")
     path = resolve_model_path(model_path)
     layout = read_model_layout(path, max_seq_length=max_seq_length)
     config = {
