@@ -23,6 +23,7 @@ when set) get ``fail_status`` (with ``Retry-After: 0`` on a 429) before the next
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -123,6 +124,17 @@ class ModelServer:
 
 class _BadRequest(Exception):
     pass
+
+
+def bag_of_words(texts: list[str], *, dim: int = 16, scale: float = 3.0) -> np.ndarray:
+    """Cheap deterministic vectors for tests that need no real model: hashed word counts times
+    ``scale`` (unnormalized), never all zeros."""
+    vectors = np.zeros((len(texts), dim), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            vectors[row, int(hashlib.sha256(word.encode()).hexdigest(), 16) % dim] += scale
+        vectors[row, 0] += 0.5
+    return vectors
 
 
 def _rerank_answer(body: Any, rerank: Callable[[str, list[str]], list[float]], *, shape: str) -> Any:

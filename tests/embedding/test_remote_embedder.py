@@ -6,7 +6,6 @@ with real MiniLM vectors is tests/search/test_remote_golden.py."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 import numpy as np
@@ -17,20 +16,10 @@ from kb_ray.embedding import TextEmbedder, embedder_fingerprint
 from kb_ray.embedding.probe import PROBE_TEXT, PROBE_TOLERANCE, ProbeMismatchError, probe_difference
 from kb_ray.embedding.remote import RemoteEmbeddingError, RemoteTextEmbedder
 from kb_ray.errors import ConfigError, KbRayError
-from tests.model_server import serve_models
+from tests.model_server import bag_of_words, serve_models
 
 DIM = 16
 MODEL = "kb-ray/test-embedder"
-
-
-def bag_of_words(texts: list[str], *, scale: float = 3.0) -> np.ndarray:
-    """Deterministic, unnormalized (length ``scale``-ish) vectors."""
-    vectors = np.zeros((len(texts), DIM), dtype=np.float32)
-    for row, text in enumerate(texts):
-        for word in text.lower().split():
-            vectors[row, int(hashlib.sha256(word.encode()).hexdigest(), 16) % DIM] += scale
-        vectors[row, 0] += 0.5  # never all zeros
-    return vectors
 
 
 def shuffled_model(texts: list[str]) -> np.ndarray:
