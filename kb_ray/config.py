@@ -138,7 +138,7 @@ class EmbeddingSettings(_Settings):
     dimensions: int | None = Field(None, ge=1, description="remote: sent as `dimensions` (Matryoshka models); "
                                    "None: the model's own size")
     timeout_s: float = Field(30.0, gt=0, description="remote: per request")
-    retries: int = Field(3, ge=0, description="remote: retries on connection errors, 429 and 5xx (backoff)")
+    retries: int = Field(3, ge=0, description="remote: retries on connection errors, 429, 5xx and timeouts (backoff)")
     max_concurrency: int = Field(4, ge=1, description="remote: requests in flight per embedder (per actor)")
 
     @model_validator(mode="after")

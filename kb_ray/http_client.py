@@ -9,7 +9,8 @@ One ``httpx.Client`` (``max_connections=max_concurrency``, a bearer token from t
 environment variable ``api_key_env`` names). Connection errors, HTTP 5xx and 429 are
 retried ``retries`` times with a short exponential backoff (a 429's ``Retry-After`` in seconds
 is honoured up to :data:`MAX_BACKOFF_S`); a timeout is not retried (the
-caller's ``timeout_s`` has already been spent once). A failed call is a
+caller's ``timeout_s`` has already been spent once) unless the client was made with
+``retry_timeouts`` (the remote embedder's). A failed call is a
 :class:`PostFailure` with a closed ``reason`` code, never an exception.
 """
 
@@ -56,12 +57,15 @@ class JsonPostClient:
     """Posts JSON bodies to ``{endpoint}{route}``; thread-safe (one shared client).
 
     ``answer_types``: the JSON types a successful answer may have (an object; TEI's ``/rerank``
-    answers a bare list). ``retried`` counts the retries made so far (usage statistics)."""
+    answers a bare list). ``retry_timeouts``: retry a timed-out request too (the embedder in a
+    batch ingest, where one slow answer would otherwise fail a whole micro-batch); by default a
+    timeout is final. ``retried`` counts the retries made so far (usage statistics)."""
 
     backoff_s = 0.25  # first retry waits this long, then doubles (capped at MAX_BACKOFF_S)
 
     def __init__(self, *, endpoint: str, route: str, api_key_env: str | None, timeout_s: float, retries: int,
-                 max_concurrency: int, setting_prefix: str, answer_types: tuple[type, ...] = (dict,)) -> None:
+                 max_concurrency: int, setting_prefix: str, answer_types: tuple[type, ...] = (dict,),
+                 retry_timeouts: bool = False) -> None:
         try:
             import httpx
         except ImportError as exc:
@@ -72,6 +76,7 @@ class JsonPostClient:
         self.retried = 0
         self._count_lock = threading.Lock()
         self.answer_types = answer_types
+        self.retry_timeouts = retry_timeouts
         self._httpx = httpx
         headers = auth_headers(api_key_env, setting=f"{setting_prefix}.api_key_env")
         self._client = httpx.Client(timeout=timeout_s, headers=headers,
@@ -84,7 +89,8 @@ class JsonPostClient:
             outcome = self._post_once(body, attempt=attempt + 1)
             if not isinstance(outcome, PostFailure):
                 return outcome
-            retryable = outcome.reason == "connect" or outcome.status in RETRY_STATUSES
+            retryable = (outcome.reason == "connect" or outcome.status in RETRY_STATUSES
+                         or (outcome.reason == "timeout" and self.retry_timeouts))
             if not retryable or attempt + 1 == attempts:
                 break
             with self._count_lock:
@@ -98,7 +104,8 @@ class JsonPostClient:
         try:
             response = self._client.post(self.url, json=body)
         except self._httpx.TimeoutException:
-            return PostFailure("timeout", f"no answer from {self.url} within {self.timeout_s:g}s")
+            return PostFailure("timeout", f"no answer from {self.url} within {self.timeout_s:g}s "
+                                          f"(attempt {attempt})")
         except self._httpx.TransportError as exc:
             return PostFailure("connect", f"{type(exc).__name__} after {attempt} attempt(s): {exc}")
         if response.status_code >= 400:

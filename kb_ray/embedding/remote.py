@@ -5,9 +5,9 @@ the ingest's embed stage, the query embedder in Serve, the in-process searcher a
 use the server with no other change. Each batch of ``batch_size`` texts is one
 ``POST {endpoint}/embeddings`` with ``{"model": model_id, "input": [...], "dimensions"?}``
 (vLLM, TEI, llama.cpp's server and hosted APIs all answer it), up to ``max_concurrency`` in
-flight; connection errors, 429 and 5xx are retried ``retries`` times with exponential
-backoff through :class:`~kb_ray.http_client.JsonPostClient`. A request that still fails (or
-times out after ``timeout_s``) raises :class:`RemoteEmbeddingError` with its ``reason`` code:
+flight; connection errors, 429, 5xx and timeouts (``timeout_s``) are retried ``retries``
+times with exponential backoff through :class:`~kb_ray.http_client.JsonPostClient`. A
+request that still fails raises :class:`RemoteEmbeddingError` with its ``reason`` code:
 an embed micro-batch fails as a whole and the next ingest resumes it (content-addressed).
 
 Vectors are L2-normalized here when ``normalize`` is on (servers differ in whether they do).
@@ -70,7 +70,7 @@ class RemoteTextEmbedder(TextEmbedder):
         self._client = JsonPostClient(endpoint=settings.endpoint, route="/embeddings",
                                       api_key_env=settings.api_key_env, timeout_s=settings.timeout_s,
                                       retries=settings.retries, max_concurrency=settings.max_concurrency,
-                                      setting_prefix="embedding")
+                                      setting_prefix="embedding", retry_timeouts=True)
         self._pool = ThreadPoolExecutor(max_workers=settings.max_concurrency, thread_name_prefix="embed-http")
         self._usage_lock = threading.Lock()
         self._usage = {"requests": 0, "texts": 0, "prompt_tokens": 0}

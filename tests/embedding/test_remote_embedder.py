@@ -108,13 +108,16 @@ def test_retries_spent_raise_a_clear_error_with_the_reason(server, tmp_path):
     assert caught.value.reason == "http_4xx" and server.requests[-1].status == 400
 
 
-def test_a_timeout_is_a_timeout_error_not_a_hang(server, tmp_path):
-    embedder = TextEmbedder.from_settings(settings(server, tmp_path, timeout_s=0.3))
+def test_a_timeout_is_retried_then_a_timeout_error_not_a_hang(server, tmp_path):
+    embedder = TextEmbedder.from_settings(settings(server, tmp_path, timeout_s=0.3, retries=1))
     server.set(delay_s=1.5)
     started = time.perf_counter()
-    with pytest.raises(RemoteEmbeddingError, match=r"\(timeout\): no answer from .*/embeddings within 0.3s") as caught:
+    with pytest.raises(RemoteEmbeddingError, match=r"\(timeout\): no answer from .*/embeddings within 0.3s "
+                                                   r"\(attempt 2\)") as caught:
         embedder.embed_texts(["slow"])
-    assert caught.value.reason == "timeout" and time.perf_counter() - started < 1.4  # not retried
+    assert caught.value.reason == "timeout" and time.perf_counter() - started < 2.5  # 2 x 0.3 s + 0.25 s backoff
+    assert len(server.bodies("/v1/embeddings")) == 1 + 2 and embedder.usage["retries"] == 1
+    server.set(delay_s=0.0)
 
 
 def test_a_server_that_is_down_is_a_connect_error(tmp_path):
