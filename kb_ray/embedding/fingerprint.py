@@ -32,6 +32,12 @@ query embedder); beyond it rankings change (int8), and mixing such vectors in on
 would silently degrade search, so they get another fingerprint (``check_embedder`` then
 refuses to mix them unless ``embedding.allow_model_switch``). The golden effect of fp16
 itself could not be measured here (no GPU).
+
+A remote embedder (``runtime: remote``, :mod:`kb_ray.embedding.remote`) has no files to
+digest: its fingerprint covers the served model's name, the requested ``dimensions``,
+normalization and the text template (:func:`remote_embedder_fingerprint`). That a server
+still serves the same vectors under that name is checked by a probe vector against the
+same :data:`VECTOR_TOLERANCE` (:mod:`kb_ray.embedding.probe`).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ EMBEDDER_VERSION = "1"
 EMBEDDER_NAME = "TextEmbedder"  # the class name the fingerprint has always carried
 DEFAULT_TEXT_TEMPLATE = "{heading_path}\n{text}"
 HEADING_SEPARATOR = " > "
-RUNTIMES = ("torch", "onnx", "onnx-int8", "onnx-int8-mixed")
+RUNTIMES = ("torch", "onnx", "onnx-int8", "onnx-int8-mixed", "remote")
 PRECISIONS = ("auto", "float32", "float16")
 VECTOR_TOLERANCE = 1e-3  # max |cos - 1| against torch fp32 for a runtime to share its fingerprint
 # Runtimes (and precisions) whose vectors measured beyond VECTOR_TOLERANCE: their name goes
@@ -63,7 +69,11 @@ _DISTINCT_VECTORS = {"onnx-int8", "onnx-int8-mixed"}
 
 
 def embedder_fingerprint(settings: EmbeddingSettings) -> str:
-    """The fingerprint the embedder built from ``settings`` will have, without loading it."""
+    """The fingerprint the embedder built from ``settings`` will have, without loading it
+    (or, for a remote embedder, without calling the server)."""
+    if settings.runtime == "remote":
+        return remote_embedder_fingerprint(model_id=settings.model_id, dimensions=settings.dimensions,
+                                           normalize=settings.normalize)
     return text_embedder_fingerprint(model_path=settings.model_path, model_id=settings.model_id,
                                      normalize=settings.normalize, runtime=settings.runtime)
 
@@ -76,6 +86,8 @@ def text_embedder_fingerprint(*, model_path: str | Path | None, model_id: str, n
     The local path is deliberately left out: the same files elsewhere are the same model.
     """
     check_runtime(runtime)
+    if runtime == "remote":
+        raise KbRayError("a remote embedder has no model files: use embedder_fingerprint(settings)")
     path = resolve_model_path(model_path)
     layout = read_model_layout(path, max_seq_length=max_seq_length)
     config = {
@@ -90,6 +102,18 @@ def text_embedder_fingerprint(*, model_path: str | Path | None, model_id: str, n
     if runtime in _DISTINCT_VECTORS:
         config["runtime"] = runtime
     return make_fingerprint(kind="embedder", name=EMBEDDER_NAME, version=EMBEDDER_VERSION, config=config)
+
+
+def remote_embedder_fingerprint(*, model_id: str, dimensions: int | None, normalize: bool,
+                                text_template: str = DEFAULT_TEXT_TEMPLATE) -> str:
+    """A served model's vector space: its name, the requested size, normalization, template.
+
+    The endpoint is left out (the same model behind another server is the same space); the
+    probe check (:mod:`kb_ray.embedding.probe`) catches a server that changed the model behind
+    the name."""
+    config = {"model_id": model_id, "dimensions": dimensions, "normalize": normalize,
+              "text_template": text_template, "heading_separator": HEADING_SEPARATOR}
+    return make_fingerprint(kind="embedder", name="RemoteTextEmbedder", version=EMBEDDER_VERSION, config=config)
 
 
 def check_runtime(runtime: str) -> None:

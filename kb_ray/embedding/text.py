@@ -123,7 +123,12 @@ class TextEmbedder:
                       num_threads: int | None = None, batch_size: int | None = None) -> TextEmbedder:
         """The one factory: the embedder ``settings`` describe, with a caller's own device,
         threads or batch size where it has them (the query embedder: ``serve.embedder_device``,
-        ``search.query_threads``)."""
+        ``search.query_threads``). ``runtime: remote`` gives a
+        :class:`~kb_ray.embedding.remote.RemoteTextEmbedder` (device and threads do not apply)."""
+        if settings.runtime == "remote":
+            from kb_ray.embedding.remote import RemoteTextEmbedder
+
+            return RemoteTextEmbedder(settings, batch_size=batch_size)
         return cls(model_path=settings.model_path, model_id=settings.model_id, runtime=settings.runtime,
                    device=device or settings.device, precision=settings.precision,
                    batch_size=batch_size or settings.batch_size, normalize=settings.normalize,
@@ -207,6 +212,8 @@ def _batch_order(texts: list[str], *, by_length: bool) -> np.ndarray:
 def _check_options(*, batch_size: int, num_threads: int | None, text_template: str, runtime: str,
                    precision: str) -> None:
     check_runtime(runtime)
+    if runtime == "remote":
+        raise KbRayError("runtime remote has no local model: build it with TextEmbedder.from_settings(settings)")
     if precision not in PRECISIONS:
         raise KbRayError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
     if precision == "float16" and runtime != "torch":

@@ -126,7 +126,7 @@ def unavailable_reason(mode: str, searcher: Any) -> str | None:
     if mode in PAGE_MODES and not getattr(searcher, "has_page_index", False):
         return "not available: the generation has no page index (ingest with pages.enabled=true, then build-index)"
     if mode == "hybrid+rerank" and getattr(searcher, "reranker", None) is None:
-        return "not available: no reranker configured (set search.rerank_model_path)"
+        return "not available: no reranker configured (set search.rerank_model_path or search.rerank_endpoint)"
     return None
 
 

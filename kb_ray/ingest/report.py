@@ -110,6 +110,10 @@ class IngestReport:
             cap = self.captions
             lines.append(f"  captions   computed {cap['computed']}  cached {cap['cached']}  failed {cap['failed']}"
                          f"  too small {cap['skipped']}")
+        remote = self.stages.get("embed_write", {}).get("counts", {}) if self.stages else {}
+        if remote.get("embed_requests"):
+            lines.append(f"  remote embedding requests {remote['embed_requests']}  retries {remote.get('embed_retries', 0)}"
+                         f"  prompt tokens {remote.get('embed_prompt_tokens', 0)}")
         if self.fallbacks:
             lines.append(f"  fallbacks  {self.fallbacks} documents parsed by a later parser of their chain")
         if self.failure_reasons:

@@ -269,8 +269,8 @@ def check_chunk_budget(config: KbConfig) -> None:
     from kb_ray.embedding.model_files import read_model_layout, resolve_model_path
 
     c = config.chunking
-    if c.strategy != "structural" or c.tokenizer != "wordpiece":
-        return
+    if c.strategy != "structural" or c.tokenizer != "wordpiece" or config.embedding.runtime == "remote":
+        return  # a remote embedder's token limit is its server's: chunking.tokenizer_path / max_tokens decide
     embedder_dir, tokenizer_dir = resolve_model_path(config.embedding.model_path), resolve_model_path(c.tokenizer_path)
     limit = read_model_layout(embedder_dir).max_seq_length - SPECIAL_TOKENS
     if tokenizer_dir != embedder_dir or (c.max_tokens or 0) > limit:

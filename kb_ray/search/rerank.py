@@ -1,19 +1,37 @@
-"""Reranking: a ``Reranker`` scores (query, passage) pairs; higher is better."""
+"""Reranking: a ``Reranker`` scores (query, passage) pairs; higher is better.
+
+:func:`reranker_from_settings` is the one factory: the local :class:`CrossEncoderReranker`
+(``search.rerank_model_path``), the :class:`~kb_ray.search.rerank_remote.RemoteReranker`
+(``search.rerank_endpoint``), or none."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kb_ray.errors import KbRayError
+
+if TYPE_CHECKING:
+    from kb_ray.config import SearchSettings
 
 logger = logging.getLogger(__name__)
 
 
 class Reranker(Protocol):
     def score(self, query: str, passages: Sequence[str]) -> list[float]: ...
+
+
+def reranker_from_settings(settings: SearchSettings, *, device: str = "cpu") -> Reranker | None:
+    """The reranker ``settings`` configure (``device``: the local cross-encoder's), or None."""
+    if settings.rerank_endpoint:
+        from kb_ray.search.rerank_remote import RemoteReranker
+
+        return RemoteReranker(settings)
+    if settings.rerank_model_path:
+        return CrossEncoderReranker(settings.rerank_model_path, device=device)
+    return None
 
 
 class CrossEncoderReranker:

@@ -33,7 +33,7 @@ from kb_ray.search.fusion import fuse, tie_break_retrievers
 from kb_ray.search.gate import ActivePointers
 from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
-from kb_ray.search.rerank import CrossEncoderReranker, Reranker
+from kb_ray.search.rerank import Reranker, reranker_from_settings
 from kb_ray.search.segment_sets import SegmentSets, attach_segments
 from kb_ray.search.shard import SearchShard, gather_ranked
 
@@ -54,10 +54,12 @@ class SearchResult:
     reranked: bool
     timing_ms: dict[str, float] = field(default_factory=dict)
     abstain: bool | None = None  # best hit confidence < search.abstain_below (None: no threshold known)
+    rerank_error: str | None = None  # why a configured rerank failed (the fused order was kept)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": self.hits, "generation": self.generation, "mode": self.mode, "k": self.k,
-                "reranked": self.reranked, "abstain": self.abstain, "timing_ms": self.timing_ms}
+                "reranked": self.reranked, "abstain": self.abstain, "timing_ms": self.timing_ms,
+                **({"rerank_error": self.rerank_error} if self.rerank_error else {})}
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,8 @@ class HybridSearcher:
         """Load the live generation (or ``generation_id``); a reranker comes from config if set;
         ``gate_version`` fixes the gate at that ``documents`` version and ``segment`` the pinned
         generation's delta segments at 1..segment (as-of search)."""
-        if reranker is None and config.search.rerank_model_path:
-            reranker = CrossEncoderReranker(config.search.rerank_model_path)
+        if reranker is None:
+            reranker = reranker_from_settings(config.search)
         return cls(config, generation_id=generation_id, reranker=reranker, embedder=embedder,
                    gate_max_age_s=gate_max_age_s, page_embedder=page_embedder, gate_version=gate_version,
                    segment=segment)
@@ -213,7 +215,8 @@ class HybridSearcher:
             query_vector = self._query_vector(query, query_vector, loaded.manifest)
         do_rerank = self.reranker is not None and rerank is not False
         if rerank and self.reranker is None:
-            raise SearchRequestError("rerank was requested but no reranker is configured (search.rerank_model_path)")
+            raise SearchRequestError("rerank was requested but no reranker is configured "
+                                     "(search.rerank_model_path or search.rerank_endpoint)")
         n = max(self.config.search.candidates, k, self.config.search.rerank_candidates if do_rerank else 0)
         ranked = self._retrieve(loaded, query, mode=mode, n=n, masks=masks, query_vector=query_vector, timer=timer)
         if mode in PAGE_MODES:
@@ -221,8 +224,10 @@ class HybridSearcher:
             timer.lap("page")
         candidates = self._fuse(ranked, loaded)
         timer.lap("fuse")
+        rerank_error = None
         if do_rerank:
-            candidates = self._rerank(query, candidates, loaded)
+            candidates, rerank_error = self._rerank_or_keep(query, candidates, loaded)
+            do_rerank = rerank_error is None
             timer.lap("rerank")
         depth = self._confidence_depth(mode, do_rerank)
         head = candidates[:max(k, depth)]
@@ -234,7 +239,7 @@ class HybridSearcher:
             self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
         timer.lap("evidence")
         return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
-                            reranked=do_rerank, timing_ms=timer.total(), abstain=abstain)
+                            reranked=do_rerank, timing_ms=timer.total(), abstain=abstain, rerank_error=rerank_error)
 
     # -- hit assembly: evidence, confidence, context ------------------------------------
 
@@ -371,6 +376,16 @@ class HybridSearcher:
                     ranks[name], scores[name] = found[cid]
             candidates.append(Candidate(cid, *where[cid], ranks=ranks, scores=scores))
         return candidates
+
+    def _rerank_or_keep(self, query: str, candidates: list[Candidate],
+                        loaded: _Loaded) -> tuple[list[Candidate], str | None]:
+        """Reranked candidates, or the fused ones and why the reranker failed: a reranker outage
+        (a remote server down, a timeout) costs the rerank, never the search."""
+        try:
+            return self._rerank(query, candidates, loaded), None
+        except Exception as exc:  # noqa: BLE001 - any reranker failure falls back to the fused order
+            logger.warning("rerank failed, keeping the fused order: %s", exc, exc_info=not isinstance(exc, KbRayError))
+            return candidates, str(exc)
 
     def _rerank(self, query: str, candidates: list[Candidate], loaded: _Loaded) -> list[Candidate]:
         head = candidates[: self.config.search.rerank_candidates]

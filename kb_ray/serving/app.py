@@ -21,10 +21,10 @@ def build_app(config: KbConfig):
         "num_cpus": 0.25, "num_gpus": s.embedder_num_gpus}).bind(config)
     searcher = ShardSearcher.options(num_replicas=s.searcher_replicas, ray_actor_options={"num_cpus": 0.25}).bind(config)
     reranker = None
-    if config.search.rerank_model_path:
+    if config.search.reranker_configured:  # a local cross-encoder or a remote rerank server
         device = "cuda" if s.reranker_num_gpus > 0 else "cpu"
         reranker = RerankerDeployment.options(ray_actor_options={"num_cpus": 0.25, "num_gpus": s.reranker_num_gpus}
-                                              ).bind(config.search.rerank_model_path, device)
+                                              ).bind(config.search, device)
     generator = bind_generator(config.answer)  # vllm only: the engine in its own GPU deployment
     return SearchIngress.options(ray_actor_options={"num_cpus": 0.1}).bind(config, embedder, searcher, reranker,
                                                                             generator)

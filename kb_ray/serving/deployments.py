@@ -33,7 +33,7 @@ from ray import serve
 from ray.exceptions import RayActorError
 
 from kb_ray.auth.scope import may_see_document
-from kb_ray.config import KbConfig
+from kb_ray.config import KbConfig, SearchSettings
 from kb_ray.errors import FilterError, KbRayError, UploadError
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
@@ -138,13 +138,20 @@ class ShardSearcher:
 
 @serve.deployment
 class RerankerDeployment:
-    def __init__(self, model_path: str, device: str = "cpu") -> None:
-        from kb_ray.search.rerank import CrossEncoderReranker
+    """The configured reranker (kb_ray.search.rerank.reranker_from_settings): a local cross-encoder,
+    or a client of a remote rerank server (whose batched requests go out concurrently)."""
 
-        self.reranker = CrossEncoderReranker(model_path, device=device)
+    def __init__(self, settings: SearchSettings, device: str = "cpu") -> None:
+        from kb_ray.search.rerank import reranker_from_settings
+
+        self.reranker = reranker_from_settings(settings, device=device)
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.004)
-    async def score(self, requests: list[tuple[str, list[str]]]) -> list[list[float]]:
+    async def score(self, requests: list[tuple[str, list[str]]]) -> list[list[float] | Exception]:
+        """Scores per request, or the request's exception (a failed rerank falls back alone)."""
+        many = getattr(self.reranker, "score_many", None)
+        if many is not None:
+            return await asyncio.to_thread(many, requests)
         return [self.reranker.score(query, passages) for query, passages in requests]
 
 
@@ -255,7 +262,8 @@ class SearchIngress:
         started = time.perf_counter()
         rerank = self.reranker is not None and request.rerank is not False
         if request.rerank and self.reranker is None:
-            raise HTTPException(400, "rerank was requested but no reranker is configured (search.rerank_model_path)")
+            raise HTTPException(400, "rerank was requested but no reranker is configured "
+                                     "(search.rerank_model_path or search.rerank_endpoint)")
         if not request.query.strip():
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
         self._check_query_length(request.query)
@@ -272,16 +280,25 @@ class SearchIngress:
             raise HTTPException(result.get("status", 400), result["error"])  # 409: no generation covers as_of
         if rerank:
             result = await self._rerank(request, result)
-        result["reranked"] = rerank
+        result["reranked"] = rerank and "rerank_error" not in result
         result["timing_ms"] = {"query_embed": round(embed_ms, 3), **result["timing_ms"],
                                "total_service": round((time.perf_counter() - started) * 1000, 3)}
         return result
 
     async def _rerank(self, request: SearchRequest, result: dict[str, Any]) -> dict[str, Any]:
+        """The hits in the reranker's order; when the reranker fails (a remote server down or slow,
+        a dead replica), the fused order with ``reranked: false`` and ``rerank_error``: never a 500."""
         started = time.perf_counter()
         hits = result["hits"]
-        scores = await self.reranker.score.remote((request.query, [hit["text"] for hit in hits]))
-        result["hits"] = merge_rerank(hits, scores, k=request.k)
+        try:
+            scores = await self.reranker.score.remote((request.query, [hit["text"] for hit in hits]))
+            if isinstance(scores, Exception):
+                raise scores
+        except Exception as exc:  # noqa: BLE001 - any reranker failure falls back to the fused order
+            logger.warning("rerank failed, keeping the fused order: %s", exc)
+            result["hits"], result["rerank_error"] = hits[: request.k], str(exc)
+        else:
+            result["hits"] = merge_rerank(hits, scores, k=request.k)
         result["k"] = request.k
         result["timing_ms"]["rerank"] = round((time.perf_counter() - started) * 1000, 3)
         return result

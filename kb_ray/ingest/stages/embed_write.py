@@ -6,7 +6,8 @@ already has, and writes each table's rows as one Parquet data file. The output r
 the data files for the driver to commit, the new vectors, the content-addressed rows
 earlier stages handed on (page embeddings, enrichments) and the per-document summary
 (SUMMARY_RECORD); its count columns (chunks new/reused, embeddings computed/cached)
-describe that micro-batch's commit itself.
+describe that micro-batch's commit itself. A remote embedder's usage (requests, retries,
+prompt tokens) goes into the stage's counts, beside the data.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class EmbedWriteStage(Stage):
         self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
         self.embedder = TextEmbedder.from_settings(embedding)
         self.embedder_fp = self.embedder.fingerprint
+        self._usage_seen: dict[str, int] = {}
+        self._usage_since_last_call()  # the probe request at construction is not a call's
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, dict[str, int]]:
         batch = conform_record(batch, DOCUMENT_RECORD)
@@ -49,6 +52,7 @@ class EmbedWriteStage(Stage):
         vectors, counts = self._embed_missing(chunks)
         new_chunks = self._drop_known_chunks(chunks)
         counts.update(chunks_new=new_chunks.num_rows, chunks_reused=chunks.num_rows - new_chunks.num_rows)
+        usage = self._usage_since_last_call()
         passed = {name: concat_ipc(batch.column(f"{name}_ipc").to_pylist(), name) for name in PASSED_ROW_TABLES}
         tables["chunks"] = new_chunks.drop_columns(["embed_text"])
         files = [self.catalog.write_data_file(name, table).__dict__ for name, table in tables.items() if table.num_rows]
@@ -58,7 +62,18 @@ class EmbedWriteStage(Stage):
             "embeddings_ipc": to_ipc(vectors), **{f"{name}_ipc": to_ipc(rows) for name, rows in passed.items()},
             "summary_ipc": to_ipc(conform_record(batch, SUMMARY_RECORD)), **counts,
         }], schema=BATCH_RECORD)
-        return out, counts
+        return out, {**counts, **usage}
+
+    def _usage_since_last_call(self) -> dict[str, int]:
+        """A remote embedder's requests, retries and prompt tokens in this call (stage counts
+        ``embed_requests``, ``embed_retries``, ``embed_prompt_tokens``); nothing for a local one."""
+        usage = getattr(self.embedder, "usage", None)
+        if usage is None:
+            return {}
+        now = {f"embed_{key}": value for key, value in usage.items() if key != "texts"}
+        since = {key: value - self._usage_seen.get(key, 0) for key, value in now.items()}
+        self._usage_seen = now
+        return since
 
     def _with_embed_shas(self, chunks: pa.Table) -> pa.Table:
         texts = [self.embedder.format_embed_text(text=text, heading_path=path or [])
