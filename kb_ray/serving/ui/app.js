@@ -361,6 +361,8 @@ function drawBoxes() {
     style: { left: `${x0 * 100}%`, top: `${y0 * 100}%`, width: `${(x1 - x0) * 100}%`, height: `${(y1 - y0) * 100}%` },
   }, label ? el("span", { class: "box-label" }, label) : null)));
   renderLegend(boxes.map(([kind]) => kind));
+  const target = $("boxes").querySelector(".box.evidence") || $("boxes").querySelector(".box");
+  if (target) target.scrollIntoView({ block: "center" });
 }
 
 function renderLegend(kinds) {
@@ -499,8 +501,6 @@ function onKey(event) {
 }
 
 async function start() {
-  const modes = await loadModes();
-  $("mode").replaceChildren(...modes.map((mode) => el("option", { value: mode }, mode)));
   $("key-state").textContent = apiKey() ? "key in use (this tab only)" : "";
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -521,7 +521,10 @@ async function start() {
   $("back").addEventListener("click", (event) => { event.preventDefault(); navigate(event.currentTarget.href); });
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", route);
+  const modes = await loadModes();
+  $("mode").replaceChildren(...modes.map((mode) => el("option", { value: mode }, mode)));
   route();
+  document.body.dataset.ready = "1";
 }
 
 start();
