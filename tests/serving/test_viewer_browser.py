@@ -83,11 +83,17 @@ def chrome():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"):
+                     "--window-size=1280,1000", "--hide-scrollbars", "--force-device-scale-factor=1"):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    driver.set_window_size(1280, 800)
+    set_viewport(driver, 1280, 800)
     return driver
+
+
+def set_viewport(driver, width: int, height: int) -> None:
+    """The page's own viewport (window.innerWidth/innerHeight), whatever the window around it."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
 
 
 def open_page(driver, url: str) -> None:
@@ -121,10 +127,12 @@ def search(service, query: str, **filters) -> dict:
 
 
 def shot(driver, name: str) -> None:
+    """With KB_RAY_SCREENSHOTS: the viewport as a small (256-colour) PNG for the README."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         time.sleep(0.3)
-        driver.save_screenshot(str(Path(SHOTS) / f"viewer-{name}.png"))
+        image = Image.open(io.BytesIO(driver.get_screenshot_as_png())).convert("RGB")
+        image.quantize(colors=256).save(Path(SHOTS) / f"viewer-{name}.png", optimize=True)
 
 
 def drawn_boxes(driver, kind: str) -> list[dict]:
@@ -267,17 +275,18 @@ def test_keyboard_enter_searches_and_arrows_move_between_hits(service, browser):
 
 def test_a_narrow_window_stacks_the_panels(service, browser):
     try:
-        browser.set_window_size(600, 900)
+        set_viewport(browser, 600, 900)
         hit = search(service, PDF_QUERY)["hits"][0]
         browser.get(f"{URL}/ui/doc/{hit['document_id']}?page=1")
         wait_for(browser, page_loaded)
         pane = browser.find_element(By.ID, "viewer-pane").rect
         side = browser.find_element(By.ID, "doc-side").rect
+        assert browser.execute_script("return window.innerWidth") == 600
         assert side["y"] >= pane["y"] + pane["height"] - 1  # below, not beside
         width = browser.execute_script("return document.documentElement.scrollWidth")
         assert width <= 600  # nothing wider than the window
     finally:
-        browser.set_window_size(1280, 800)
+        set_viewport(browser, 1280, 800)
 
 
 def test_a_wrong_key_shows_an_error_and_no_data(service, browser):
