@@ -245,11 +245,11 @@ def test_deep_links_open_the_page_with_the_chunk_and_run_the_search(service, bro
     assert browser.find_element(By.ID, "page-label").text == f"Page 2 of {view['n_pages']}"
     assert_boxes_match(drawn_boxes(browser, "chunk"), chunk["regions"], 2)
     assert browser.find_element(By.CSS_SELECTOR, "#chunks li.current").text.startswith(chunk["heading_path"][-1])
-    assert chunk["chunk_id"] in browser.find_element(By.ID, "lineage").text
+    wait_for(browser, lambda d: chunk["chunk_id"] in d.find_element(By.ID, "lineage").text)
+    shot(browser, "document")
     browser.find_element(By.ID, "next-page").click()
     wait_for(browser, lambda d: d.find_element(By.ID, "page-label").text == f"Page 3 of {view['n_pages']}")
     assert parse_qs(urlparse(browser.current_url).query)["page"] == ["3"]
-    shot(browser, "document")
     browser.get(f"{URL}/ui?{urlencode({'q': PDF_QUERY, 'mode': 'lexical'})}")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results li"))
     assert browser.find_element(By.ID, "mode").get_attribute("value") == "lexical"
