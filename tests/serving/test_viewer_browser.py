@@ -53,6 +53,8 @@ TEXT_CASES = {  # a non-paginated format -> a query whose first hit is in it
     "text/html": "CycleLink day pass price",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "core hours remote employees must be available",
     "text/markdown": "Orchard error E1042 snapshot signature mismatch",
+    # slides have boxes but no page image (only PDFs are rendered): their text is shown instead
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "Helios BMS field failure rate",
 }
 SHOTS = os.environ.get("KB_RAY_SCREENSHOTS")
 
