@@ -16,7 +16,9 @@
   (``POST /v1/documents``, ``GET /v1/ingests/{id}``) and ``DELETE /v1/documents/{id}``
   through kb_ray/serving/uploads.py (docs/upload.md); the read API
   (``GET /v1/documents``, ``/v1/documents/{id}/versions``, ``/v1/chunks/{id}``) and ``GET /metrics``
-  (docs/documents_api.md). ``as_of`` searches go to a searcher pinned to a past point
+  (docs/documents_api.md); the browser viewer's routes, ``/v1/documents/{id}/text``,
+  ``/v1/documents/{id}/pages/{n}.png`` (kb_ray/search/page_images.py) and the static ``/ui``
+  (kb_ray/serving/viewer.py, docs/viewer.md). ``as_of`` searches go to a searcher pinned to a past point
   (kb_ray/search/as_of.py), 409 when no retained generation covers it.
 """
 
