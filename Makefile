@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-cluster test-all golden clean
+.PHONY: install demo test test-cluster test-all golden clean browser-deps
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ golden: $(STAMP)
 	$(PY) golden/make_golden.py
 	GEN_TEST_DATA=1 $(PY) -m pytest -q tests/golden
 	@echo "Snapshots regenerated: review 'git diff golden/', then run 'make test' (GEN_TEST_DATA must be unset)."
+
+# Headless Chromium and its WebDriver for tests/serving/test_viewer_browser.py (skipped, with the
+# reason, where they are missing). Debian/Ubuntu, as root; .ci/run calls it.
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+		echo "chromium and chromedriver are installed"; \
+	else \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
 
 clean:
 	rm -rf $(VENV) .kb .pytest_cache

@@ -355,6 +355,10 @@ class ServeSettings(_Settings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     upload_max_bytes: int = Field(64 << 20, ge=1, description="largest POST /v1/documents body (413 over it; "
                                   "every other route stays at 1 MiB); docs/upload.md")
+    page_image_max_dpi: int = Field(300, ge=36, le=1200, description="GET /v1/documents/{id}/pages/{n}.png: "
+                                    "highest dpi (400 above it); docs/viewer.md")
+    page_image_max_pixels: int = Field(16_000_000, ge=1, description="largest page image (width x height) "
+                                       "rendered; 400 above it")
 
 
 REFUSAL = "The knowledge base has no passage that answers this."

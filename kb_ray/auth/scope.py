@@ -1,7 +1,8 @@
 """Which role may call which route, and the tenant scope forced into a request (Ray-free).
 
 ``ROUTE_ROLES`` is the one table of access rules: ``(method, path pattern) -> least role``.
-A route missing from it is refused with auth on (deny by default). ``OPEN_PATHS`` need no key.
+A route missing from it is refused with auth on (deny by default). ``OPEN_PATHS`` and the
+viewer's static files under ``/ui`` need no key (:func:`is_open_path`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from kb_ray.auth.keys import ROLES, Caller
 from kb_ray.search.filters import FILTER_KEYS
 
 OPEN_PATHS = frozenset({"/healthz", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PREFIX = "/ui"  # the viewer's static files (HTML, CSS, JS: no data); every /v1 call they make needs the key
 ROUTE_ROLES: tuple[tuple[str, str, str], ...] = (
     ("POST", r"/v1/search", "reader"),
     ("POST", r"/v1/answer", "reader"),
@@ -20,6 +22,8 @@ ROUTE_ROLES: tuple[tuple[str, str, str], ...] = (
     ("GET", r"/v1/documents", "reader"),
     ("GET", r"/v1/documents/[^/]+", "reader"),
     ("GET", r"/v1/documents/[^/]+/versions", "reader"),
+    ("GET", r"/v1/documents/[^/]+/pages/[^/]+\.png", "reader"),
+    ("GET", r"/v1/documents/[^/]+/text", "reader"),
     ("GET", r"/v1/chunks/[^/]+", "reader"),
     ("GET", r"/v1/ingests/[^/]+", "reader"),
     ("POST", r"/v1/documents", "writer"),
@@ -27,6 +31,11 @@ ROUTE_ROLES: tuple[tuple[str, str, str], ...] = (
     ("GET", r"/metrics", "admin"),
 )
 _COMPILED = tuple((method, re.compile(pattern + r"/?"), role) for method, pattern, role in ROUTE_ROLES)
+
+
+def is_open_path(path: str) -> bool:
+    """Whether ``path`` needs no key: the OpenAPI pages, ``/healthz`` and the viewer's files under ``/ui``."""
+    return path in OPEN_PATHS or path == OPEN_PREFIX or path.startswith(OPEN_PREFIX + "/")
 
 
 def required_role(method: str, path: str) -> str | None:

@@ -45,7 +45,8 @@ def run_serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     port = args.port or config.serve.port
     start_service(config, port=port, verbose=args.verbose)
-    print(f"kb-ray search service on http://{config.serve.host}:{port} (docs at /docs); Ctrl-C stops it")
+    print(f"kb-ray search service on http://{config.serve.host}:{port} (viewer at /ui, API docs at /docs); "
+          "Ctrl-C stops it")
     try:
         while True:
             time.sleep(3600)

@@ -6,6 +6,9 @@ lock of :mod:`kb_ray.parsing.pdf_text`; PNG encoding and hashing run outside it.
 Limits are fail-soft: a document over ``max_pages`` renders no page, a page whose
 bitmap would exceed ``max_pixels`` is skipped; both come back as a ``reason`` and the
 text path of the document is unaffected.
+
+:func:`render_page` renders one page on demand (the viewer's page images,
+kb_ray/search/page_images.py), under the same lock and with the same engine.
 """
 
 from __future__ import annotations
@@ -96,3 +99,44 @@ class PageRenderer:
             result.reasons.append(f"pages: {len(too_big)} page(s) over pages.max_pixels {self.max_pixels} "
                                   f"not rendered: {too_big[:10]}")
         return images
+
+
+class PageTooLarge(ValueError):
+    """The page's bitmap at the asked dpi would exceed the pixel limit."""
+
+
+def renderer_fingerprint() -> str:
+    """What a page's pixels depend on besides its bytes, page and dpi: this code and pdfium."""
+    return ids.fingerprint(kind="renderer", name="render_page", version=RENDERER_VERSION,
+                           config={"engine": f"pypdfium2 {pdfium.PYPDFIUM_INFO}"})
+
+
+def render_page(data: bytes, page_no: int, *, dpi: int, max_pixels: int) -> bytes:
+    """One page (1-based) of a PDF as PNG bytes at ``dpi``; raises :class:`PageTooLarge` over
+    ``max_pixels`` (checked from the page size before a pixel is drawn), ``IndexError`` for a
+    page the PDF does not have and ``ValueError`` for bytes pdfium cannot open."""
+    scale = dpi / 72.0
+    with PDFIUM_LOCK:
+        try:
+            pdf = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as exc:
+            raise ValueError(f"pdfium cannot open the PDF ({exc})") from exc
+        try:
+            if not 1 <= page_no <= len(pdf):
+                raise IndexError(f"the PDF has pages 1..{len(pdf)}, not {page_no}")
+            page = pdf[page_no - 1]
+            try:
+                width, height = page.get_size()
+                pixels = round(width * scale) * round(height * scale)
+                if pixels > max_pixels:
+                    raise PageTooLarge(f"page {page_no} at {dpi} dpi is {pixels} pixels, over the limit of {max_pixels}")
+                bitmap = page.render(scale=scale)
+                image = bitmap.to_pil().convert("RGB")
+                bitmap.close()
+            finally:
+                page.close()
+        finally:
+            pdf.close()
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=False, compress_level=6)
+    return buffer.getvalue()

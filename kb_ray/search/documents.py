@@ -1,4 +1,5 @@
-"""``GET /v1/documents/{id}``: a document, its active version and that version's chunks."""
+"""``GET /v1/documents/{id}``: a document, its active version and that version's chunks;
+``GET /v1/documents/{id}/text``: that version's canonical text (what every span points into)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ _DOCUMENT_SQL = """
 SELECT d.document_id, d.collection, d.uri, d.title, d.mime, d.tags, d.acl, d.metadata_json, d.active_version_id,
        d.created_at, d.updated_at, d.deleted_at, v.raw_sha, v.text_sha, v.n_pages, v.n_chunks, v.pipeline_fp
 FROM documents d LEFT JOIN versions v ON v.version_id = d.active_version_id
+WHERE d.document_id = $document_id
+"""
+_TEXT_SQL = """
+SELECT d.document_id, d.collection, d.acl, d.title, d.mime, v.version_id, v.canonical_text AS text
+FROM documents d JOIN versions v ON v.version_id = d.active_version_id
 WHERE d.document_id = $document_id
 """
 _CHUNKS_SQL = """
@@ -35,6 +41,19 @@ def document_view(catalog: DeltaCatalog, document_id: str) -> dict[str, Any] | N
             chunk_names = [column[0] for column in result.description]
             chunks = [_chunk(dict(zip(chunk_names, row))) for row in result.fetchall()]
         return {**{k: _plain(v) for k, v in document.items()}, "chunks": chunks}
+    finally:
+        connection.close()
+
+
+def document_text(catalog: DeltaCatalog, document_id: str) -> dict[str, Any] | None:
+    """The active version's canonical text (``text[start:end]`` is what a span cites), with the
+    document's ``collection`` and ``acl`` for the caller's visibility check; None when the document
+    does not exist or has no active version."""
+    connection = open_sql_session(catalog)
+    try:
+        result = connection.execute(_TEXT_SQL, {"document_id": document_id})
+        rows = result.fetchall()
+        return dict(zip([column[0] for column in result.description], rows[0])) if rows else None
     finally:
         connection.close()
 

@@ -2,7 +2,7 @@
 :mod:`kb_ray.auth` (Starlette only, no Ray).
 
 With ``serve.auth.enabled`` every request but the :data:`~kb_ray.auth.scope.OPEN_PATHS`
-(``/healthz`` and the OpenAPI pages, which hold no data) needs ``Authorization: Bearer <key>``:
+(``/healthz``, the OpenAPI pages and the viewer's static files under ``/ui``, which hold no data) needs ``Authorization: Bearer <key>``:
 401 when it is missing, unknown or revoked, 403 when the key's role is below the route's (or
 the route is not in ``ROUTE_ROLES``). The resolved :class:`~kb_ray.auth.keys.Caller` is left in
 ``request.state.caller`` for the routes, which force its scope into their queries.
@@ -15,7 +15,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kb_ray.auth.keys import ApiKeyStore, Caller
-from kb_ray.auth.scope import OPEN_PATHS, required_role, role_allows, scoped_filter
+from kb_ray.auth.scope import is_open_path, required_role, role_allows, scoped_filter
 from kb_ray.config import KbConfig
 from kb_ray.serving.http_guards import AsciiJSONResponse
 
@@ -71,7 +71,7 @@ class BearerAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gate = _GATE.get("current")
-        if scope["type"] != "http" or gate is None or gate.keys is None or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or gate is None or gate.keys is None or is_open_path(scope["path"]):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])

@@ -16,7 +16,9 @@
   (``POST /v1/documents``, ``GET /v1/ingests/{id}``) and ``DELETE /v1/documents/{id}``
   through kb_ray/serving/uploads.py (docs/upload.md); the read API
   (``GET /v1/documents``, ``/v1/documents/{id}/versions``, ``/v1/chunks/{id}``) and ``GET /metrics``
-  (docs/documents_api.md). ``as_of`` searches go to a searcher pinned to a past point
+  (docs/documents_api.md); the browser viewer's routes, ``/v1/documents/{id}/text``,
+  ``/v1/documents/{id}/pages/{n}.png`` (kb_ray/search/page_images.py) and the static ``/ui``
+  (kb_ray/serving/viewer.py, docs/viewer.md). ``as_of`` searches go to a searcher pinned to a past point
   (kb_ray/search/as_of.py), 409 when no retained generation covers it.
 """
 
@@ -41,6 +43,7 @@ from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
 from kb_ray.serving.http_guards import BodySizeLimit, allow_larger_body, validation_error_response
 from kb_ray.serving.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from kb_ray.serving.uploads import UPLOAD_OPENAPI
+from kb_ray.serving.viewer import viewer_asset, viewer_page
 
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
@@ -314,6 +317,53 @@ class SearchIngress:
         if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
             raise HTTPException(404, f"no document {document_id}")  # another tenant's: 404, not 403
         return JSONResponse(view)
+
+    @api.get("/v1/documents/{document_id}/text")
+    async def document_text(self, document_id: str, http: Request) -> JSONResponse:
+        """The active version's canonical text, which every ``spans`` pair indexes (``text[start:end]``
+        is the cited text); 404 for an unknown, deleted or foreign document."""
+        from kb_ray.search.documents import document_text
+
+        view = await asyncio.to_thread(document_text, self._read_catalog(), document_id)
+        self._check_visible(http, view, f"no document {document_id}")
+        return JSONResponse({key: view[key] for key in ("document_id", "version_id", "title", "mime", "text")})
+
+    @api.get("/v1/documents/{document_id}/pages/{page_no}.png")
+    async def page_image(self, document_id: str, page_no: int, http: Request, dpi: int | None = None) -> Response:
+        """Page ``page_no`` (1-based) of the active version as PNG (docs/viewer.md): 400 a dpi or pixel
+        count over the limits, 404 an unknown, foreign or unpaginated document or page, 410 when the
+        raw bytes are gone (source changed, not kept)."""
+        from kb_ray.search.page_images import PageImageError
+
+        images = self._page_images()
+        row = await asyncio.to_thread(images.page_row, document_id, page_no)
+        self._check_visible(http, row, f"no document {document_id}")
+        try:
+            png = await asyncio.to_thread(images.png, row, page_no, dpi=dpi)
+        except PageImageError as exc:
+            raise HTTPException(exc.status, str(exc)) from exc
+        return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
+
+    def _page_images(self) -> Any:
+        if getattr(self, "_images", None) is None:
+            from kb_ray.search.page_images import PageImageLimits, PageImages
+
+            self._images = PageImages(self._read_catalog(), limits=PageImageLimits.from_config(self.config))
+        return self._images
+
+    # -- the viewer's files (kb_ray/serving/viewer.py, docs/viewer.md): open, they hold no data
+
+    @api.get("/ui", include_in_schema=False)
+    async def ui_page(self) -> Response:
+        return viewer_page()
+
+    @api.get("/ui/doc/{document_id}", include_in_schema=False)
+    async def ui_document(self, document_id: str) -> Response:
+        return viewer_page()  # the script reads the id from the path
+
+    @api.get("/ui/assets/{name}", include_in_schema=False)
+    async def ui_asset(self, name: str) -> Response:
+        return viewer_asset(name)
 
     # -- the read API and /metrics (docs/documents_api.md); logic in kb_ray/search/document_list.py,
     # chunk_view.py and kb_ray/serving/metrics.py

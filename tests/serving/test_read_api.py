@@ -112,6 +112,25 @@ def test_versions_and_chunk_inspector_with_tenant_404s(service):
     assert get(f"/v1/chunks/{hit['chunk_id']}", keys["other"]).status_code == 404
 
 
+def test_page_images_honour_the_tenant_acl_and_the_key(service):
+    keys = service["keys"]
+    pdf = next(h for h in search(keys["reader"]).json()["hits"] if h["mime"] == "application/pdf")
+    path = f"/v1/documents/{pdf['document_id']}/pages/1.png"
+    image = get(path, keys["reader"], dpi=50)
+    assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
+    assert get(path, keys["other"], dpi=50).status_code == 404  # another tenant's: as if it did not exist
+    assert httpx.get(f"{URL}{path}", timeout=60).status_code == 401
+    assert get(f"/v1/documents/{service['manual']}/pages/1.png", keys["reader"]).status_code == 404  # deleted
+    # the acl is checked before the format: a caller without the principal learns nothing more than 404
+    policy = f"/v1/documents/{service['policy']}/pages/1.png"
+    assert "PDFs only" in get(policy, keys["team-a"]).json()["detail"]
+    refused = get(policy, keys["reader"])
+    assert refused.status_code == 404 and refused.json()["detail"] == f"no document {service['policy']}"
+    text = f"/v1/documents/{service['policy']}/text"
+    assert get(text, keys["team-a"]).json()["text"] and get(text, keys["reader"]).status_code == 404  # acl
+    assert get(text, keys["other"]).status_code == 404  # tenant
+
+
 def test_as_of_before_and_after_the_delete_and_a_too_old_point(service):
     keys, manual = service["keys"], service["manual"]
     deadline = time.monotonic() + 10

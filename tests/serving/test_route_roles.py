@@ -6,11 +6,13 @@ import re
 
 from fastapi.routing import APIRoute
 
-from kb_ray.auth.scope import OPEN_PATHS, required_role
+from kb_ray.auth.scope import is_open_path, required_role
 from kb_ray.serving.deployments import api
 
 READ_ROUTES = {("GET", "/v1/documents"): "reader", ("GET", "/v1/documents/{document_id}/versions"): "reader",
-               ("GET", "/v1/chunks/{chunk_id}"): "reader", ("GET", "/metrics"): "admin"}
+               ("GET", "/v1/chunks/{chunk_id}"): "reader", ("GET", "/metrics"): "admin",
+               ("GET", "/v1/documents/{document_id}/pages/{page_no}.png"): "reader",
+               ("GET", "/v1/documents/{document_id}/text"): "reader"}
 
 
 def _api_routes(routes) -> list[APIRoute]:
@@ -25,7 +27,7 @@ def _api_routes(routes) -> list[APIRoute]:
 def _routes() -> dict[tuple[str, str], str | None]:
     found = {}
     for route in _api_routes(api.routes):
-        if route.path not in OPEN_PATHS:
+        if not is_open_path(route.path):
             concrete = re.sub(r"\{[^}]+\}", "some_id", route.path)
             for method in route.methods:
                 found[(method, route.path)] = required_role(method, concrete)

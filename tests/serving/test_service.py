@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from datetime import datetime, timezone
@@ -9,6 +10,7 @@ from datetime import datetime, timezone
 import httpx
 import pyarrow as pa
 import pytest
+from PIL import Image
 
 from kb_ray.index import build_index
 from kb_ray.search.tiny_reranker import build_tiny_cross_encoder
@@ -105,6 +107,49 @@ def test_health_documents_and_openapi(service):
     assert any(chunk["chunk_id"] == hit["chunk_id"] for chunk in document["chunks"])
     assert httpx.get(f"{URL}/v1/documents/doc_missing").status_code == 404
     assert "/v1/search" in httpx.get(f"{URL}/openapi.json").json()["paths"]
+
+
+def test_page_images_render_with_limits_and_404s(service):
+    """GET /v1/documents/{id}/pages/{n}.png (docs/viewer.md); the sources, cache and 410 are tested
+    Ray-free in tests/search/test_page_images.py."""
+    hit = search(query="eelgrass transplant survival", k=1, rerank=False).json()["hits"][0]
+    base = f"{URL}/v1/documents/{hit['document_id']}/pages"
+    page = hit["regions"][0]["page"]
+    image = httpx.get(f"{base}/{page}.png", params={"dpi": 72}, timeout=60)
+    assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+    width, height = Image.open(io.BytesIO(image.content)).size
+    assert 590 <= width <= 620 and 780 <= height <= 850  # a Letter or A4 page at 72 dpi
+    assert httpx.get(f"{base}/{page}.png", timeout=60).content != image.content  # default: pages.dpi (144)
+    for path, params, status in ((f"{base}/{page}.png", {"dpi": 301}, 400), (f"{base}/{page}.png", {"dpi": 10}, 400),
+                                 (f"{base}/0.png", {}, 404), (f"{base}/999.png", {}, 404),
+                                 (f"{base}/one.png", {}, 422), (f"{URL}/v1/documents/doc_missing/pages/1.png", {}, 404)):
+        assert httpx.get(path, params=params, timeout=60).status_code == status, (path, params)
+    html = search(query="CycleLink day pass price", k=1, rerank=False, filter={"mime": "text/html"}).json()["hits"][0]
+    refused = httpx.get(f"{URL}/v1/documents/{html['document_id']}/pages/1.png", timeout=60)
+    assert refused.status_code == 404 and "PDFs only" in refused.json()["detail"]
+
+
+def test_the_canonical_text_holds_every_cited_span(service):
+    hit = search(query="CycleLink day pass price", k=1, rerank=False, filter={"mime": "text/html"}).json()["hits"][0]
+    text = httpx.get(f"{URL}/v1/documents/{hit['document_id']}/text", timeout=60).json()
+    assert text["version_id"] == hit["version_id"] and text["mime"] == "text/html"
+    [(start, end)] = hit["evidence"]["spans"]
+    assert text["text"][start:end] == hit["evidence"]["quote"]
+    assert "\n".join(text["text"][s:e] for s, e in hit["spans"]) == hit["text"]
+    assert httpx.get(f"{URL}/v1/documents/doc_missing/text", timeout=60).status_code == 404
+
+
+def test_the_viewer_files_are_served(service):
+    page = httpx.get(f"{URL}/ui", timeout=60)
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert httpx.get(f"{URL}/ui/doc/doc_anything", timeout=60).text == page.text  # deep links: the same page
+    assert "/ui/assets/app.js" in page.text and "/ui/assets/app.css" in page.text
+    for name, kind in (("app.js", "javascript"), ("app.css", "text/css")):
+        asset = httpx.get(f"{URL}/ui/assets/{name}", timeout=60)
+        assert asset.status_code == 200 and kind in asset.headers["content-type"]
+    assert httpx.get(f"{URL}/ui/assets/index.html", timeout=60).status_code == 404  # only the named files
+    assert httpx.get(f"{URL}/ui/assets/..%2Fviewer.py", timeout=60).status_code == 404
 
 
 def test_a_deleted_document_never_comes_back(service):
