@@ -1,8 +1,9 @@
 """A small, real model server for tests: OpenAI-compatible ``/v1/embeddings`` and a
 TEI/Jina/vLLM-style ``/v1/rerank`` (stdlib ``http.server`` on 127.0.0.1, a free port).
 
-The pattern of ``tests/enrich/openai_server.py`` (scripted failures, delays, bearer key,
-recorded requests, a count of requests in flight), with the maths given by the test::
+Built on ``tests/json_test_server.py``, like ``tests/enrich/openai_server.py`` (scripted
+failures, delays, bearer key, recorded requests, a count of requests in flight), with the maths
+given by the test::
 
     with serve_models(embed=fn, rerank=fn, model="kb-ray/test-embedder") as server:
         server.base_url       # "http://127.0.0.1:PORT/v1" -> embedding.endpoint / search.rerank_endpoint
@@ -24,18 +25,14 @@ when set) get ``fail_status`` (with ``Retry-After: 0`` on a 429) before the next
 from __future__ import annotations
 
 import hashlib
-import json
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
 
-from tests.enrich.openai_server import RecordedRequest
+from tests.json_test_server import RecordedRequest, ScriptedJsonServer
 
 
 @dataclass
@@ -50,45 +47,17 @@ class _Behaviour:
     rerank_shape: str = "jina"
 
 
-class ModelServer:
+class ModelServer(ScriptedJsonServer):
+    thread_name = "model-test-server"
+
     def __init__(self, *, model: str, **behaviour: Any) -> None:
-        self.model = model
-        self.requests: list[RecordedRequest] = []
-        self.max_in_flight = 0
-        self._in_flight = 0
-        self._behaviour = _Behaviour(**behaviour)
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-test-server", daemon=True)
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def set(self, **behaviour: Any) -> None:
-        with self._lock:
-            for key, value in behaviour.items():
-                if not hasattr(self._behaviour, key):
-                    raise TypeError(f"unknown behaviour {key!r}")
-                setattr(self._behaviour, key, value)
+        super().__init__(model=model, behaviour=_Behaviour(**behaviour))
 
     def bodies(self, path: str) -> list[dict[str, Any]]:
         with self._lock:
             return [r.body for r in self.requests if r.path == path]
 
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def _enter(self, change: int) -> None:
-        with self._lock:
-            self._in_flight += change
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-
-    def _answer(self, record: RecordedRequest) -> tuple[int, Any, float, dict[str, str]]:
+    def _answer(self, record: RecordedRequest, headers: Any) -> tuple[int, Any, float, dict[str, str]]:
         """Status, JSON answer, delay and extra headers."""
         with self._lock:
             self.requests.append(record)
@@ -153,45 +122,6 @@ def _rerank_answer(body: Any, rerank: Callable[[str, list[str]], list[float]], *
 
 def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-
-
-def _handler_class(server: ModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            server._enter(+1)
-            try:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = None
-                record = RecordedRequest(path=self.path, body=body, authorization=self.headers.get("Authorization"))
-                status, answer, delay, headers = server._answer(record)
-                record.status = status
-                time.sleep(delay)
-                self._send(status, answer, headers)
-            finally:
-                server._enter(-1)
-
-        def _send(self, status: int, answer: Any, headers: dict[str, str]) -> None:
-            data = json.dumps(answer).encode("utf-8")
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout tests)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logging
-            pass
-
-    return Handler
 
 
 @contextmanager

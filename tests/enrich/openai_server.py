@@ -45,16 +45,15 @@ from __future__ import annotations
 
 import base64
 import io
-import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from PIL import Image
+
+from tests.json_test_server import RecordedRequest, ScriptedJsonServer
 
 CAPTION_WORDS = "showing a chart with axes, labels and a legend."
 PATCH = 28
@@ -74,14 +73,6 @@ def expected_caption(png_or_jpeg: bytes) -> str:
 
 
 @dataclass
-class RecordedRequest:
-    path: str
-    body: dict[str, Any] | None
-    authorization: str | None
-    status: int = 0
-
-
-@dataclass
 class _Behaviour:
     api_key: str | None = None
     fail_times: int = 0
@@ -95,31 +86,13 @@ class _BadRequest(Exception):
     pass
 
 
-class OpenAIServer:
+class OpenAIServer(ScriptedJsonServer):
     """The running server; see the module docstring."""
 
+    thread_name = "openai-test-server"
+
     def __init__(self, *, model: str, **behaviour: Any) -> None:
-        self.model = model
-        self.requests: list[RecordedRequest] = []
-        self.max_in_flight = 0
-        self._in_flight = 0
-        self._behaviour = _Behaviour(**behaviour)
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="openai-test-server", daemon=True)
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def set(self, **behaviour: Any) -> None:
-        with self._lock:
-            for key, value in behaviour.items():
-                if not hasattr(self._behaviour, key):
-                    raise TypeError(f"unknown behaviour {key!r}")
-                setattr(self._behaviour, key, value)
+        super().__init__(model=model, behaviour=_Behaviour(**behaviour))
 
     def script(self, *replies: str) -> None:
         """Queue these chat replies (after any still queued)."""
@@ -131,44 +104,32 @@ class OpenAIServer:
         with self._lock:
             return [r.body for r in self.requests if _is_text_chat(r.body)]
 
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def _enter(self, change: int) -> None:
-        with self._lock:
-            self._in_flight += change
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-
-    def _record(self, record: RecordedRequest) -> None:
+    def _answer(self, record: RecordedRequest, headers: Any) -> tuple[int, dict[str, Any], float, dict[str, str]]:
+        """Status, JSON body, the delay before answering and extra headers (none)."""
         with self._lock:
             self.requests.append(record)
-
-    def _answer(self, record: RecordedRequest, headers: Any) -> tuple[int, dict[str, Any], float]:
-        """Status, JSON body and the delay before answering."""
-        with self._lock:
-            self.requests.append(record)
+            if record.path != "/v1/chat/completions":
+                return 404, _error(f"no route {record.path}", "not_found"), 0.0, {}
             b = self._behaviour
             delay = float(headers.get("X-Test-Delay-S") or b.delay_s)
             if b.api_key is not None and record.authorization != f"Bearer {b.api_key}":
-                return 401, _error("invalid or missing API key", "authentication_error"), delay
+                return 401, _error("invalid or missing API key", "authentication_error"), delay, {}
             try:
                 reply, prompt_tokens = self._reply(record.body)
             except _BadRequest as exc:
-                return 400, _error(str(exc), "invalid_request_error"), delay
+                return 400, _error(str(exc), "invalid_request_error"), delay, {}
             if b.always_fail or b.fail_times > 0:
                 b.fail_times = max(0, b.fail_times - 1)
-                return b.fail_status, _error("injected failure", "server_error"), delay
+                return b.fail_status, _error("injected failure", "server_error"), delay, {}
             if reply is None:
                 if not b.chat_replies:
-                    return 409, _error("no scripted chat reply left", "test_script_exhausted"), delay
+                    return 409, _error("no scripted chat reply left", "test_script_exhausted"), delay, {}
                 reply = b.chat_replies.pop(0)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(reply.split()),
                  "total_tokens": prompt_tokens + len(reply.split())}
         choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
         return 200, {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-                     "model": self.model, "choices": [choice], "usage": usage}, delay
+                     "model": self.model, "choices": [choice], "usage": usage}, delay, {}
 
     def _reply(self, body: Any) -> tuple[str | None, int]:
         """(caption, prompt tokens) of a caption request; (None, prompt tokens) of a text chat."""
@@ -225,47 +186,6 @@ def _decode_data_url(url: Any) -> Image.Image:
 
 def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": None}}
-
-
-def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = None
-            record = RecordedRequest(path=self.path, body=body, authorization=self.headers.get("Authorization"))
-            if self.path != "/v1/chat/completions":
-                status, answer, delay = 404, _error(f"no route {self.path}", "not_found"), 0.0
-                server._record(record)
-            else:
-                status, answer, delay = server._answer(record, self.headers)
-            record.status = status
-            server._enter(+1)
-            try:
-                time.sleep(delay)
-                self._send(status, answer)
-            finally:
-                server._enter(-1)
-
-        def _send(self, status: int, answer: dict[str, Any]) -> None:
-            data = json.dumps(answer).encode("utf-8")
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout tests)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logging
-            pass
-
-    return Handler
 
 
 @contextmanager
