@@ -26,12 +26,20 @@ def postgres_server():
     server.stop()
 
 
-@pytest.fixture
-def postgres_dsn(postgres_server) -> str:
-    """A new empty database on the session's server."""
+@pytest.fixture(scope="session")
+def new_database(postgres_server):
+    """``new_database()`` → the DSN of a new empty database on the session's server."""
     import psycopg
 
-    name = f"kb_test_{os.getpid()}_{next(_databases)}"
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as connection:
-        connection.execute(f"CREATE DATABASE {name}")
-    return postgres_server.dsn.rsplit("/", 1)[0] + f"/{name}"
+    def create() -> str:
+        name = f"kb_test_{os.getpid()}_{next(_databases)}"
+        with psycopg.connect(postgres_server.dsn, autocommit=True) as connection:
+            connection.execute(f"CREATE DATABASE {name}")
+        return postgres_server.dsn.rsplit("/", 1)[0] + f"/{name}"
+
+    return create
+
+
+@pytest.fixture
+def postgres_dsn(new_database) -> str:
+    return new_database()
