@@ -56,6 +56,7 @@ class PublishResult:
     switched: bool = False  # the kb_chunks view now points at this table and did not before
     dropped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # read, copy, index seconds
 
     @property
     def rows_per_s(self) -> float:
@@ -88,6 +89,7 @@ class PostgresPublisher:
     def publish(self, generation_id: str | None = None, *, drop_old: bool = False) -> PublishResult:
         started = time.perf_counter()
         served = read_served_rows(self.config, resolve_generation(self.config, generation_id))
+        read_s = time.perf_counter() - started
         table = table_name(served.manifest.generation_id, served.segment)
         with self._connect() as connection, connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", [schema.LOCK_KEY])
@@ -103,7 +105,9 @@ class PostgresPublisher:
             if result.action != "unchanged":
                 connection.execute(f"UPDATE {schema.PUBLICATIONS} SET publish_seconds = %s WHERE table_name = %s",
                                    [seconds, table])
-        result = PublishResult(**{**asdict(result), "switched": switched, "dropped": dropped, "seconds": seconds})
+        timings = {"read": round(read_s, 3), **result.timings}
+        result = PublishResult(**{**asdict(result), "switched": switched, "dropped": dropped, "seconds": seconds,
+                                  "timings": timings})
         logger.info("postgres publication %s: %s (%d rows, %d copied, %d deleted)", table, result.action,
                     result.rows, result.copied_rows, result.deleted_rows)
         return result
@@ -157,19 +161,23 @@ class PostgresPublisher:
 
     def _create(self, connection, served: ServedRows, table: str) -> PublishResult:
         manifest = served.manifest
-        connection.execute(schema.create_table(table, manifest.dim))
-        copied = self._copy(connection, table, served.rows, served.vectors)
-        for statement in schema.create_indexes(table):
-            connection.execute(statement)
         from psycopg import sql
 
+        connection.execute(schema.create_table(table, manifest.dim))
+        started = time.perf_counter()
+        copied = self._copy(connection, table, served.rows, served.vectors)
+        copied_at = time.perf_counter()
+        for statement in schema.create_indexes(table):
+            connection.execute(statement)
         connection.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+        timings = {"copy": round(copied_at - started, 3), "index": round(time.perf_counter() - copied_at, 3)}
         connection.execute(
             f"INSERT INTO {schema.PUBLICATIONS} (table_name, generation_id, segment, embedder_fp, dim, rows, "
             "catalog_versions, text_config) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
             [table, manifest.generation_id, served.segment, manifest.embedder_fp, manifest.dim, copied,
              json.dumps(served.catalog_versions, sort_keys=True), schema.TEXT_CONFIG])
-        return PublishResult("published", table, manifest.generation_id, served.segment, copied, copied_rows=copied)
+        return PublishResult("published", table, manifest.generation_id, served.segment, copied, copied_rows=copied,
+                             timings=timings)
 
     def _sync(self, connection, served: ServedRows, table: str, existing: set[str]) -> PublishResult:
         """Tombstones and reactivations since the last publish of the same generation and segments."""
