@@ -91,6 +91,8 @@ class PostgresPublisher:
         served = read_served_rows(self.config, resolve_generation(self.config, generation_id))
         read_s = time.perf_counter() - started
         table = table_name(served.manifest.generation_id, served.segment)
+        if served.manifest.dim == 0:
+            raise PublishError(f"generation {served.manifest.generation_id} indexes no chunks: nothing to publish")
         with self._connect() as connection, connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", [schema.LOCK_KEY])
             self._ensure_schema(connection)

@@ -170,7 +170,8 @@ BEGIN
     IF k IS NULL OR k < 1 OR k > 1000 THEN
         RAISE EXCEPTION 'k must be between 1 and 1000, got %%', k USING ERRCODE = '22023';
     END IF;
-    query := (SELECT string_agg(quote_literal(lexeme), ' | ')
+    -- OR of the query's lexemes, each quoted for the tsquery parser (backslash and quote escaped)
+    query := (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')
               FROM unnest(tsvector_to_array(to_tsvector('%(config)s'::regconfig, coalesce(query_text, '')))) lexeme
              )::tsquery;
     RETURN QUERY

@@ -189,6 +189,8 @@ FILTERS = [
     {"metadata": {"team": "docs"}, "tags_any": ["misc"]},
     {"created_after": "2000-01-01", "collection": "reports"},
     {"tags_any": []},
+    {"acl_any": ["team-a"], "document_ids": []},
+    {"acl_any": ["team-a"]},
 ]
 
 
@@ -226,6 +228,13 @@ def test_sql_filter_errors_name_what_is_allowed(published, raw, message):
     connection, _ = published
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
         hybrid_search(connection, np.ones(384, np.float32), "pump", filters=raw)
+
+
+@pytest.mark.parametrize("text", ["C:\\Program Files\\x's & | ! (seal) <-> kit:* 'AF-SK-118'", "the of and", ""])
+def test_query_text_is_plain_text_never_tsquery_syntax(published, text_embedder, text):
+    connection, _ = published
+    hits = hybrid_search(connection, text_embedder.embed_query("seal kit"), text, k=5)
+    assert len(hits) == 5
 
 
 def _golden_queries() -> list[str]:
