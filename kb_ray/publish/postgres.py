@@ -282,12 +282,11 @@ def _metadata(text: str | None) -> dict:
 def hybrid_search(connection, query_vector: Sequence[float] | np.ndarray, query_text: str, *, k: int = 10,
                   filters: dict[str, Any] | None = None, candidates: int = 100, rrf_k: int = 60) -> list[dict]:
     """Call ``kb_hybrid_search`` (psycopg 3 connection with pgvector registered) → hit dicts."""
-    from pgvector import Vector
     from psycopg.rows import dict_row
     from psycopg.types.json import Jsonb
 
     with connection.cursor(row_factory=dict_row) as cursor:
         cursor.execute("SELECT * FROM kb_hybrid_search(%s, %s, %s, %s, %s, %s)",
-                       [Vector(np.asarray(query_vector, np.float32)), query_text, k, Jsonb(filters or {}),
+                       [np.asarray(query_vector, np.float32).reshape(-1), query_text, k, Jsonb(filters or {}),
                         candidates, rrf_k])
         return cursor.fetchall()

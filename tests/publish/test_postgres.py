@@ -124,8 +124,11 @@ def test_republish_is_a_no_op_and_tombstones_and_new_generations_propagate(kb, p
         live = connection.execute("SELECT table_name FROM kb_publications WHERE live").fetchall()
     assert tables == {first.table, result.table} and live == [(result.table,)]  # old tables stay
 
+    back = publisher.publish(first.generation_id)  # roll the view back: notes' rows go from that table too
+    assert back.action == "updated" and back.switched and back.table == first.table and back.deleted_rows > 0
+    assert not {manual, notes} & _view(postgres_dsn)[1] and first.table in _view(postgres_dsn)[0]
     dropped = publisher.publish(drop_old=True)
-    assert dropped.action == "unchanged" and dropped.dropped == [first.table]
+    assert dropped.action == "unchanged" and dropped.switched and dropped.dropped == [first.table]
     with _connect(postgres_dsn) as connection:
         assert connection.execute("SELECT to_regclass(%s)", [first.table]).fetchone()[0] is None
         assert connection.execute("SELECT count(*) FROM kb_publications").fetchone()[0] == 1
