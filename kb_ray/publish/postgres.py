@@ -114,14 +114,6 @@ class PostgresPublisher:
                     result.rows, result.copied_rows, result.deleted_rows)
         return result
 
-    def drop_old(self) -> list[str]:
-        """Drop every publication's table except the one ``kb_chunks`` shows."""
-        with self._connect() as connection, connection.transaction():
-            connection.execute("SELECT pg_advisory_xact_lock(%s)", [schema.LOCK_KEY])
-            self._ensure_schema(connection)
-            live = connection.execute(f"SELECT table_name FROM {schema.PUBLICATIONS} WHERE live").fetchone()
-            return self._drop_others(connection, live[0]) if live else []
-
     # -- connection and schema -------------------------------------------------------------
 
     def _connect(self):
