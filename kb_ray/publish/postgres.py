@@ -135,6 +135,7 @@ class PostgresPublisher:
                                "package postgresql-NN-pgvector (docs/publish.md)") from exc
         register_vector(connection)
         connection.execute(schema.PUBLICATIONS_DDL)
+        connection.execute(schema.TEXT_CONFIG_DDL)
         version = connection.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
         iterative = tuple(int(part) for part in version.split(".")[:2]) >= (0, 8)
         for ddl in schema.function_ddl(filterable_metadata=list(self.config.index.filterable_metadata),

@@ -11,9 +11,24 @@ from __future__ import annotations
 
 from psycopg import sql
 
-TEXT_CONFIG = "english"
-"""Text search configuration of the ``tsv`` column and of the queries: Postgres' English
-stemmer and stop words (kb-ray's analyzer drops English stop words too; it does not stem by default)."""
+TEXT_CONFIG = "kb_english_unstemmed"
+"""Text search configuration of the ``tsv`` column and of the queries, made like kb-ray's default
+analyzer (kb_ray/index/analyzer.py): lowercase words without English stop words, not stemmed.
+It is Postgres' ``english`` configuration with its word types mapped to a ``simple`` dictionary
+with the English stop word list; on golden it agreed with kb-ray more than ``english`` itself
+(docs/publish.md, "Parity")."""
+
+TEXT_CONFIG_DDL = f"""
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = '{TEXT_CONFIG}' AND pg_ts_config_is_visible(oid)) THEN
+        CREATE TEXT SEARCH DICTIONARY kb_english_stop (TEMPLATE = simple, STOPWORDS = english);
+        CREATE TEXT SEARCH CONFIGURATION {TEXT_CONFIG} (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION {TEXT_CONFIG} ALTER MAPPING FOR asciiword, word, numword, asciihword,
+            hword, numhword, hword_asciipart, hword_part, hword_numpart WITH kb_english_stop;
+    END IF;
+END
+$$"""
 VIEW = "kb_chunks"
 PUBLICATIONS = "kb_publications"
 LOCK_KEY = 0x6B62_7261_7970_6770  # pg_advisory_xact_lock key: one publisher at a time ("kbraypgp")

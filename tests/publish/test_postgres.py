@@ -247,12 +247,12 @@ def _golden_queries() -> list[str]:
     return [json.loads(line)["query"] for line in lines if line.strip()]
 
 
-# Measured on golden (105 queries, docs/publish.md "Parity"): mean overlap@10 0.811 (min 0.3), top-1
-# agreement 0.781 (ts_rank normalization 1; 0, 2, 8 and 32 gave 0.793-0.796 and 0.629-0.752).
+# Measured on golden (105 queries, docs/publish.md "Parity"): mean overlap@10 0.841 (min 0.3), top-1
+# agreement 0.810 (kb_english_unstemmed, ts_rank normalization 1; the stemmed `english` gave 0.811 / 0.781).
 # The dense ranks are the same (exact cosine over the same vectors); the lexical ranks are not:
-# Postgres' ts_rank (English stemming, no IDF, OR of the query's lexemes) against kb-ray's
+# Postgres' ts_rank (its own parser, no IDF, OR of the query's lexemes) against kb-ray's
 # BM25 channels. The bounds sit under the measured figures with room for ties.
-MIN_MEAN_OVERLAP, MIN_TOP1 = 0.75, 0.70
+MIN_MEAN_OVERLAP, MIN_TOP1 = 0.78, 0.75
 
 
 def test_hybrid_parity_with_kb_ray_on_golden_queries(published, text_embedder):
