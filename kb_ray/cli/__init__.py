@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         ingest_command,
         keys_command,
         parse_command,
+        publish_command,
         reembed_command,
         serve_commands,
         watch_command,
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (parse_command, ingest_command, catalog_commands, index_commands, serve_commands, eval_command,
-                   demo_command, dev_command, ask_command, keys_command, watch_command, reembed_command):
+                   demo_command, dev_command, ask_command, keys_command, watch_command, reembed_command,
+                   publish_command):
         module.register(commands)
     return parser
 

@@ -1,0 +1,1 @@
+"""Publishing an index generation outside kb-ray: Postgres with pgvector (docs/publish.md)."""

@@ -1,0 +1,285 @@
+"""``PostgresPublisher``: one index generation → Postgres (pgvector + full text), idempotently.
+
+``publish`` reads what a searcher of the generation serves (kb_ray/publish/served.py: its
+hydration Parquet and FAISS vectors, base ∪ delta segments, minus versions the catalog no
+longer has active) and, in ONE transaction under an advisory lock:
+
+* a generation (+ segment count) not published yet: creates its table, loads it with binary
+  ``COPY`` in batches, builds the HNSW (cosine) and GIN indexes, records it in
+  ``kb_publications`` and switches the ``kb_chunks`` view to it;
+* one already published: deletes the rows of versions tombstoned or superseded since, copies
+  rows of versions active again; nothing at all when both are empty (``unchanged``); the view
+  is switched to it if it pointed elsewhere;
+* with ``drop_old``: drops every other publication's table.
+
+The SQL functions (``kb_hybrid_search``: RRF of the vector and full-text ranks with the
+kb-ray filter vocabulary) are (re)created each time. Docs: docs/publish.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kb_ray.config import KbConfig
+from kb_ray.errors import KbRayError
+from kb_ray.publish import postgres_schema as schema
+from kb_ray.publish.served import ServedRows, read_served_rows, resolve_generation
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ROWS = 2000
+HEADING_SEPARATOR = " > "
+
+
+class PublishError(KbRayError):
+    """Postgres is unreachable, lacks pgvector, or a publication cannot be written."""
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    action: Literal["published", "updated", "unchanged"]
+    table: str
+    generation_id: str
+    segment: int
+    rows: int  # rows in the table afterwards
+    copied_rows: int = 0
+    deleted_rows: int = 0
+    switched: bool = False  # the kb_chunks view now points at this table and did not before
+    dropped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # read, copy, index seconds
+
+    @property
+    def rows_per_s(self) -> float:
+        return round(self.copied_rows / self.seconds, 1) if self.seconds and self.copied_rows else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rows_per_s": self.rows_per_s}
+
+
+def table_name(generation_id: str, segment: int) -> str:
+    """``kb_chunks_<16 hex>`` (+ ``_sNNNN`` with delta segments): well under Postgres' 63 bytes."""
+    short = generation_id.removeprefix("gen_")[:16]
+    return f"kb_chunks_{short}" + (f"_s{segment:04d}" if segment else "")
+
+
+class PostgresPublisher:
+    """Publishes generations of one knowledge base to the database at ``dsn``."""
+
+    def __init__(self, config: KbConfig, dsn: str, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+        try:
+            import pgvector.psycopg  # noqa: F401
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise PublishError("Postgres publication needs psycopg 3 and pgvector: "
+                               "pip install 'kb-ray[postgres]'") from exc
+        self.config = config
+        self.dsn = dsn
+        self.batch_rows = batch_rows
+
+    def publish(self, generation_id: str | None = None, *, drop_old: bool = False) -> PublishResult:
+        started = time.perf_counter()
+        served = read_served_rows(self.config, resolve_generation(self.config, generation_id))
+        read_s = time.perf_counter() - started
+        table = table_name(served.manifest.generation_id, served.segment)
+        if served.manifest.dim == 0:
+            raise PublishError(f"generation {served.manifest.generation_id} indexes no chunks: nothing to publish")
+        with self._connect() as connection, connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", [schema.LOCK_KEY])
+            self._ensure_schema(connection)
+            existing = self._published_versions(connection, table)
+            if existing is None:
+                result = self._create(connection, served, table)
+            else:
+                result = self._sync(connection, served, table, existing)
+            switched = self._switch_if_needed(connection, table)
+            dropped = self._drop_others(connection, table) if drop_old else []
+            seconds = round(time.perf_counter() - started, 3)
+            if result.action != "unchanged":
+                connection.execute(f"UPDATE {schema.PUBLICATIONS} SET publish_seconds = %s WHERE table_name = %s",
+                                   [seconds, table])
+        timings = {"read": round(read_s, 3), **result.timings}
+        result = PublishResult(**{**asdict(result), "switched": switched, "dropped": dropped, "seconds": seconds,
+                                  "timings": timings})
+        logger.info("postgres publication %s: %s (%d rows, %d copied, %d deleted)", table, result.action,
+                    result.rows, result.copied_rows, result.deleted_rows)
+        return result
+
+    # -- connection and schema -------------------------------------------------------------
+
+    def _connect(self):
+        import psycopg
+
+        try:
+            return psycopg.connect(self.dsn)
+        except psycopg.OperationalError as exc:
+            raise PublishError(f"cannot connect to Postgres: {exc}".strip()) from exc
+
+    def _ensure_schema(self, connection) -> None:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        try:
+            connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.FeatureNotSupported as exc:
+            raise PublishError("the pgvector extension is not installed in this Postgres server: install the "
+                               "package postgresql-NN-pgvector (docs/publish.md)") from exc
+        register_vector(connection)
+        connection.execute(schema.PUBLICATIONS_DDL)
+        connection.execute(schema.TEXT_CONFIG_DDL)
+        version = connection.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+        iterative = tuple(int(part) for part in version.split(".")[:2]) >= (0, 8)
+        for ddl in schema.function_ddl(filterable_metadata=list(self.config.index.filterable_metadata),
+                                       iterative_scan=iterative):
+            connection.execute(ddl)
+
+    @staticmethod
+    def _published_versions(connection, table: str) -> set[str] | None:
+        found = connection.execute(f"SELECT 1 FROM {schema.PUBLICATIONS} WHERE table_name = %s", [table]).fetchone()
+        if found is None:
+            return None
+        from psycopg import sql
+
+        rows = connection.execute(sql.SQL("SELECT DISTINCT version_id FROM {}").format(sql.Identifier(table)))
+        return {row[0] for row in rows}
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _create(self, connection, served: ServedRows, table: str) -> PublishResult:
+        manifest = served.manifest
+        from psycopg import sql
+
+        connection.execute(schema.create_table(table, manifest.dim))
+        started = time.perf_counter()
+        copied = self._copy(connection, table, served.rows, served.vectors)
+        copied_at = time.perf_counter()
+        for statement in schema.create_indexes(table):
+            connection.execute(statement)
+        connection.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+        timings = {"copy": round(copied_at - started, 3), "index": round(time.perf_counter() - copied_at, 3)}
+        connection.execute(
+            f"INSERT INTO {schema.PUBLICATIONS} (table_name, generation_id, segment, embedder_fp, dim, rows, "
+            "catalog_versions, text_config) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [table, manifest.generation_id, served.segment, manifest.embedder_fp, manifest.dim, copied,
+             json.dumps(served.catalog_versions, sort_keys=True), schema.TEXT_CONFIG])
+        return PublishResult("published", table, manifest.generation_id, served.segment, copied, copied_rows=copied,
+                             timings=timings)
+
+    def _sync(self, connection, served: ServedRows, table: str, existing: set[str]) -> PublishResult:
+        """Tombstones and reactivations since the last publish of the same generation and segments."""
+        from psycopg import sql
+
+        wanted = served.active_versions
+        gone, back = sorted(existing - wanted), sorted(wanted - existing)
+        deleted = copied = 0
+        if gone:
+            deleted = connection.execute(sql.SQL("DELETE FROM {} WHERE version_id = ANY(%s)").format(
+                sql.Identifier(table)), [gone]).rowcount
+        if back:
+            keep = pc.is_in(served.rows.column("version_id"), value_set=pa.array(back, pa.string()))
+            mask = keep.to_numpy(zero_copy_only=False).astype(bool)
+            copied = self._copy(connection, table, served.rows.filter(keep), served.vectors[mask])
+        rows = connection.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()[0]
+        action = "updated" if gone or back else "unchanged"
+        if gone or back:
+            connection.execute(f"UPDATE {schema.PUBLICATIONS} SET rows = %s, updated_at = now() WHERE table_name = %s",
+                               [rows, table])
+        return PublishResult(action, table, served.manifest.generation_id, served.segment, rows,
+                             copied_rows=copied, deleted_rows=deleted)
+
+    def _copy(self, connection, table: str, rows: pa.Table, vectors: np.ndarray) -> int:
+        from psycopg import sql
+
+        names = [name for name, _ in schema.COLUMNS]
+        statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+            sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, names)))
+        copied = 0
+        with connection.cursor() as cursor:
+            for batch, batch_vectors in _batches(rows, vectors, self.batch_rows):
+                with cursor.copy(statement) as copy:
+                    copy.set_types([kind for _, kind in schema.COLUMNS])
+                    for record in publication_records(batch, batch_vectors):
+                        copy.write_row(record)
+                copied += batch.num_rows
+                logger.info("copied %d/%d rows into %s", copied, rows.num_rows, table)
+        return copied
+
+    # -- the view and old tables ---------------------------------------------------------------
+
+    @staticmethod
+    def _switch_if_needed(connection, table: str) -> bool:
+        live = connection.execute(f"SELECT table_name FROM {schema.PUBLICATIONS} WHERE live").fetchone()
+        view = connection.execute("SELECT to_regclass(%s)", [schema.VIEW]).fetchone()[0]
+        if live and live[0] == table and view is not None:
+            return False
+        statements = schema.switch_view(table)
+        for statement in statements[:-1]:
+            connection.execute(statement)
+        connection.execute(statements[-1], [table])
+        return True
+
+    @staticmethod
+    def _drop_others(connection, keep: str) -> list[str]:
+        from psycopg import sql
+
+        others = [row[0] for row in connection.execute(
+            f"SELECT table_name FROM {schema.PUBLICATIONS} WHERE table_name <> %s ORDER BY table_name", [keep])]
+        for table in others:
+            connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+        connection.execute(f"DELETE FROM {schema.PUBLICATIONS} WHERE table_name <> %s", [keep])
+        return others
+
+
+def _batches(rows: pa.Table, vectors: np.ndarray, size: int) -> Iterator[tuple[pa.Table, np.ndarray]]:
+    for start in range(0, rows.num_rows, size):
+        yield rows.slice(start, size), vectors[start:start + size]
+
+
+def publication_records(rows: pa.Table, vectors: np.ndarray) -> Iterator[tuple]:
+    """One tuple per row in :data:`postgres_schema.COLUMNS` order (hydration rows → Postgres values)."""
+    from psycopg.types.json import Jsonb
+
+    data = rows.select(["chunk_id", "document_id", "version_id", "title", "uri", "collection", "tags", "mime",
+                        "created_at", "acl", "metadata_json", "text", "heading_path", "spans", "pages", "regions",
+                        "ordinal", "chunk_kind"]).to_pylist()
+    for row, vector in zip(data, vectors):
+        yield (row["chunk_id"], row["document_id"], row["version_id"], row["title"], row["uri"],
+               _file_name(row["uri"]), row["collection"], row["tags"] or [], row["mime"], row["created_at"],
+               row["acl"] or [], Jsonb(_metadata(row["metadata_json"])), row["text"],
+               HEADING_SEPARATOR.join(row["heading_path"] or []), row["heading_path"] or [],
+               Jsonb(row["spans"] or []), row["pages"] or [], Jsonb(row["regions"] or []), row["ordinal"],
+               row["chunk_kind"], vector)
+
+
+def _file_name(uri: str | None) -> str | None:
+    return uri.rstrip("/").rsplit("/", 1)[-1] if uri else None
+
+
+def _metadata(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def hybrid_search(connection, query_vector: Sequence[float] | np.ndarray, query_text: str, *, k: int = 10,
+                  filters: dict[str, Any] | None = None, candidates: int = 100, rrf_k: int = 60) -> list[dict]:
+    """Call ``kb_hybrid_search`` (psycopg 3 connection with pgvector registered) → hit dicts."""
+    from psycopg.rows import dict_row
+    from psycopg.types.json import Jsonb
+
+    with connection.cursor(row_factory=dict_row) as cursor:
+        cursor.execute("SELECT * FROM kb_hybrid_search(%s, %s, %s, %s, %s, %s)",
+                       [np.asarray(query_vector, np.float32).reshape(-1), query_text, k, Jsonb(filters or {}),
+                        candidates, rrf_k])
+        return cursor.fetchall()

@@ -1,0 +1,236 @@
+"""The SQL of a Postgres publication (docs/publish.md): bookkeeping table, chunk tables, the
+``kb_chunks`` view and the ``kb_hybrid_search`` function.
+
+One table per published generation (``kb_chunks_<16 hex of the generation id>``, ``_sNNNN``
+appended when delta segments are included) holds one row per served chunk with its vector
+(pgvector, HNSW with cosine ops) and a stored ``tsvector`` (GIN). ``kb_chunks`` is a view over
+the table published last; publishing switches it in the same transaction.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+TEXT_CONFIG = "kb_english_unstemmed"
+"""Text search configuration of the ``tsv`` column and of the queries, made like kb-ray's default
+analyzer (kb_ray/index/analyzer.py): lowercase words without English stop words, not stemmed.
+It is Postgres' ``english`` configuration with its word types mapped to a ``simple`` dictionary
+with the English stop word list; on golden it agreed with kb-ray more than ``english`` itself
+(docs/publish.md, "Parity")."""
+
+TEXT_CONFIG_DDL = f"""
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = '{TEXT_CONFIG}' AND pg_ts_config_is_visible(oid)) THEN
+        CREATE TEXT SEARCH DICTIONARY kb_english_stop (TEMPLATE = simple, STOPWORDS = english);
+        CREATE TEXT SEARCH CONFIGURATION {TEXT_CONFIG} (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION {TEXT_CONFIG} ALTER MAPPING FOR asciiword, word, numword, asciihword,
+            hword, numhword, hword_asciipart, hword_part, hword_numpart WITH kb_english_stop;
+    END IF;
+END
+$$"""
+VIEW = "kb_chunks"
+PUBLICATIONS = "kb_publications"
+LOCK_KEY = 0x6B62_7261_7970_6770  # pg_advisory_xact_lock key: one publisher at a time ("kbraypgp")
+
+PUBLICATIONS_DDL = f"""
+CREATE TABLE IF NOT EXISTS {PUBLICATIONS} (
+    table_name text PRIMARY KEY,
+    generation_id text NOT NULL,
+    segment integer NOT NULL,
+    embedder_fp text NOT NULL,
+    dim integer NOT NULL,
+    rows bigint NOT NULL,
+    catalog_versions jsonb NOT NULL,
+    text_config text NOT NULL,
+    published_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    publish_seconds double precision,
+    live boolean NOT NULL DEFAULT false,
+    UNIQUE (generation_id, segment)
+)"""
+
+COLUMNS = (  # (name, Postgres type) in COPY order; tsv is generated from heading, text and file_name
+    ("chunk_id", "text"), ("document_id", "text"), ("version_id", "text"), ("title", "text"), ("uri", "text"),
+    ("file_name", "text"), ("collection", "text"), ("tags", "text[]"), ("mime", "text"),
+    ("created_at", "timestamptz"), ("acl", "text[]"), ("metadata", "jsonb"), ("text", "text"),
+    ("heading", "text"), ("heading_path", "text[]"), ("spans", "jsonb"), ("pages", "integer[]"),
+    ("regions", "jsonb"), ("ordinal", "integer"), ("chunk_kind", "text"), ("embedding", "vector"),
+)
+
+
+def create_table(table: str, dim: int) -> sql.Composed:
+    columns = [sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(f"vector({int(dim)})" if kind == "vector"
+                                                                     else kind)) for name, kind in COLUMNS]
+    tsv = sql.SQL(
+        "tsv tsvector GENERATED ALWAYS AS ("
+        "setweight(to_tsvector({cfg}::regconfig, coalesce(heading, '') || ' ' || text), 'A') || "
+        "setweight(to_tsvector({cfg}::regconfig, regexp_replace(coalesce(file_name, ''), '[^[:alnum:]]+', ' ', 'g')),"
+        " 'B')) STORED").format(cfg=sql.Literal(TEXT_CONFIG))
+    return sql.SQL("CREATE TABLE {} ({}, {}, PRIMARY KEY (chunk_id))").format(
+        sql.Identifier(table), sql.SQL(", ").join(columns), tsv)
+
+
+def create_indexes(table: str) -> list[sql.Composed]:
+    """Built after the COPY (one pass over the rows instead of one insert per row)."""
+    name = sql.Identifier
+    return [
+        sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
+            name(f"{table}_embedding_hnsw"), name(table)),
+        sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(name(f"{table}_tsv_gin"), name(table)),
+        sql.SQL("CREATE INDEX {} ON {} (document_id)").format(name(f"{table}_document"), name(table)),
+        sql.SQL("CREATE INDEX {} ON {} (collection)").format(name(f"{table}_collection"), name(table)),
+        sql.SQL("CREATE INDEX {} ON {} USING gin (tags)").format(name(f"{table}_tags_gin"), name(table)),
+    ]
+
+
+def switch_view(table: str) -> list[sql.Composed]:
+    """Drop and recreate (a new table may have another vector dimension): one transaction, so
+    readers see the old view or the new one, never none."""
+    return [sql.SQL("DROP VIEW IF EXISTS {}").format(sql.Identifier(VIEW)),
+            sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(sql.Identifier(VIEW), sql.Identifier(table)),
+            sql.SQL("UPDATE {} SET live = (table_name = %s)").format(sql.Identifier(PUBLICATIONS))]
+
+
+FILTER_KEYS = ("collection", "document_ids", "tags_any", "tags_all", "mime", "created_after", "created_before",
+               "metadata", "acl_any")
+
+TEXT_LIST_FUNCTION = """
+CREATE OR REPLACE FUNCTION kb_text_list(value jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE jsonb_typeof(value)
+        WHEN 'string' THEN ARRAY[value #>> '{}']
+        WHEN 'array' THEN ARRAY(SELECT jsonb_array_elements_text(value))
+    END
+$$"""
+
+FILTER_CHECK_FUNCTION = """
+CREATE OR REPLACE FUNCTION kb_check_filter(filter jsonb, filterable_metadata text[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    allowed text[] := ARRAY[%(keys)s];
+    key text;
+BEGIN
+    IF filter IS NULL THEN RETURN; END IF;
+    IF jsonb_typeof(filter) <> 'object' THEN
+        RAISE EXCEPTION 'filter must be a JSON object of %%', array_to_string(allowed, ', ')
+            USING ERRCODE = '22023';
+    END IF;
+    FOR key IN SELECT jsonb_object_keys(filter) LOOP
+        IF NOT key = ANY(allowed) THEN
+            RAISE EXCEPTION 'unknown filter field %%; allowed fields: %%', key, array_to_string(allowed, ', ')
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    FOREACH key IN ARRAY ARRAY['collection', 'mime'] LOOP
+        IF filter ? key AND jsonb_typeof(filter -> key) NOT IN ('string', 'array') THEN
+            RAISE EXCEPTION 'filter %% must be a string or a list of strings', key USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    FOREACH key IN ARRAY ARRAY['document_ids', 'tags_any', 'tags_all', 'acl_any'] LOOP
+        IF filter ? key AND jsonb_typeof(filter -> key) <> 'array' THEN
+            RAISE EXCEPTION 'filter %% must be a list of strings', key USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    IF filter ? 'metadata' THEN
+        IF jsonb_typeof(filter -> 'metadata') <> 'object' THEN
+            RAISE EXCEPTION 'filter metadata must be an object of field to value' USING ERRCODE = '22023';
+        END IF;
+        FOR key IN SELECT jsonb_object_keys(filter -> 'metadata') LOOP
+            IF NOT key = ANY(filterable_metadata) THEN
+                RAISE EXCEPTION 'metadata field %% is not filterable; allowed metadata fields: %%', key,
+                    coalesce(nullif(array_to_string(filterable_metadata, ', '), ''),
+                             'none (declare them in index.filterable_metadata)') USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+    END IF;
+END
+$$"""
+
+FILTER_MATCH_FUNCTION = """
+CREATE OR REPLACE FUNCTION kb_filter_match(filter jsonb, collection text, document_id text, tags text[], mime text,
+                                           created_at timestamptz, acl text[], metadata jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE SET timezone = 'UTC' AS $$
+    SELECT filter IS NULL OR (
+        (NOT filter ? 'collection' OR collection = ANY(kb_text_list(filter -> 'collection')))
+        AND (NOT filter ? 'document_ids' OR document_id = ANY(kb_text_list(filter -> 'document_ids')))
+        AND (NOT filter ? 'tags_any' OR tags && kb_text_list(filter -> 'tags_any'))
+        AND (NOT filter ? 'tags_all' OR tags @> kb_text_list(filter -> 'tags_all'))
+        AND (NOT filter ? 'mime' OR mime = ANY(kb_text_list(filter -> 'mime')))
+        AND (NOT filter ? 'created_after' OR created_at > (filter ->> 'created_after')::timestamptz)
+        AND (NOT filter ? 'created_before' OR created_at < (filter ->> 'created_before')::timestamptz)
+        AND (NOT filter ? 'acl_any' OR cardinality(acl) = 0 OR acl && kb_text_list(filter -> 'acl_any'))
+        AND (NOT filter ? 'metadata' OR NOT EXISTS (
+            SELECT 1 FROM jsonb_each(filter -> 'metadata') AS wanted(field, value)
+            WHERE NOT coalesce(metadata -> wanted.field = ANY(
+                CASE jsonb_typeof(wanted.value) WHEN 'array' THEN ARRAY(SELECT jsonb_array_elements(wanted.value))
+                     ELSE ARRAY[wanted.value] END), false)))
+    )
+$$"""
+
+HYBRID_FUNCTION = """
+CREATE OR REPLACE FUNCTION kb_hybrid_search(query_vec vector, query_text text, k integer DEFAULT 10,
+                                            filter jsonb DEFAULT '{}', candidates integer DEFAULT 100,
+                                            rrf_k integer DEFAULT 60)
+RETURNS TABLE (chunk_id text, document_id text, version_id text, title text, uri text, text text, pages integer[],
+               spans jsonb, regions jsonb, score double precision, dense_rank integer, lexical_rank integer)
+LANGUAGE plpgsql STABLE
+SET timezone = 'UTC' SET hnsw.ef_search = 200 %(iterative)s
+AS $$
+#variable_conflict use_column
+DECLARE
+    query tsquery;
+BEGIN
+    PERFORM kb_check_filter(filter, ARRAY[%(metadata)s]::text[]);
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 1000, got %%', k USING ERRCODE = '22023';
+    END IF;
+    -- OR of the query's lexemes, each quoted for the tsquery parser (backslash and quote escaped)
+    query := (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')
+              FROM unnest(tsvector_to_array(to_tsvector('%(config)s'::regconfig, coalesce(query_text, '')))) lexeme
+             )::tsquery;
+    RETURN QUERY
+    WITH dense AS (
+        SELECT c.chunk_id, row_number() OVER (ORDER BY c.distance, c.chunk_id)::integer AS rank
+        FROM (SELECT v.chunk_id, v.embedding <=> query_vec AS distance FROM kb_chunks v
+              WHERE query_vec IS NOT NULL
+                AND kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at, v.acl,
+                                    v.metadata)
+              ORDER BY v.embedding <=> query_vec LIMIT candidates) c
+    ), lexical AS (
+        SELECT c.chunk_id, row_number() OVER (ORDER BY c.rank DESC, c.chunk_id)::integer AS rank
+        FROM (SELECT v.chunk_id, ts_rank('{0, 0, 0.5, 1}', v.tsv, query, %(normalization)s) AS rank
+              FROM kb_chunks v
+              WHERE query IS NOT NULL AND v.tsv @@ query
+                AND kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at, v.acl,
+                                    v.metadata)
+              ORDER BY 2 DESC, v.chunk_id LIMIT candidates) c
+    ), fused AS (
+        SELECT coalesce(d.chunk_id, l.chunk_id) AS chunk_id, d.rank AS dense_rank, l.rank AS lexical_rank,
+               coalesce(1.0 / (rrf_k + d.rank), 0) + coalesce(1.0 / (rrf_k + l.rank), 0) AS score
+        FROM dense d FULL OUTER JOIN lexical l ON l.chunk_id = d.chunk_id
+    )
+    SELECT v.chunk_id, v.document_id, v.version_id, v.title, v.uri, v.text, v.pages, v.spans, v.regions,
+           f.score::double precision, f.dense_rank, f.lexical_rank
+    FROM fused f JOIN kb_chunks v ON v.chunk_id = f.chunk_id
+    ORDER BY f.score DESC, v.chunk_id
+    LIMIT k;
+END
+$$"""
+
+RANK_NORMALIZATION = 1  # ts_rank: divide by 1 + log(document length), a length normalization like BM25's
+
+
+def function_ddl(*, filterable_metadata: list[str], iterative_scan: bool) -> list[str]:
+    """The functions, with the publisher's declared metadata fields; pgvector >= 0.8 scans HNSW
+    iteratively so a filter never shortens the dense candidates (filters before top-k)."""
+    quoted = ", ".join(_literal(name) for name in filterable_metadata)
+    hybrid = HYBRID_FUNCTION % {
+        "metadata": quoted, "config": TEXT_CONFIG, "normalization": RANK_NORMALIZATION,
+        "iterative": "SET hnsw.iterative_scan = strict_order" if iterative_scan else ""}
+    check = FILTER_CHECK_FUNCTION % {"keys": ", ".join(_literal(key) for key in FILTER_KEYS)}
+    return [TEXT_LIST_FUNCTION, check, FILTER_MATCH_FUNCTION, hybrid]
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
