@@ -53,6 +53,21 @@ def auth_headers(api_key_env: str | None, *, setting: str = "api_key_env") -> di
     return {"Authorization": f"Bearer {key}"}
 
 
+class RemoteCallError(KbRayError):
+    """A model server gave no usable answer: ``reason`` is a transport code (:class:`PostFailure`)
+    or ``bad_response`` (JSON of the wrong shape), ``detail`` says more. Subclasses name the call."""
+
+    call = "remote call"
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{self.call} failed ({reason}): {detail}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # picklable across Ray workers
+        return type(self), (self.reason, self.detail)
+
+
 class JsonPostClient:
     """Posts JSON bodies to ``{endpoint}{route}``; thread-safe (one shared client).
 

@@ -30,7 +30,7 @@ from kb_ray.embedding.fingerprint import DEFAULT_TEXT_TEMPLATE, remote_embedder_
 from kb_ray.embedding.probe import PROBE_TEXT, verify_probe
 from kb_ray.embedding.text import TextEmbedder
 from kb_ray.errors import KbRayError
-from kb_ray.http_client import JsonPostClient, PostFailure
+from kb_ray.http_client import JsonPostClient, PostFailure, RemoteCallError
 
 if TYPE_CHECKING:
     from kb_ray.config import EmbeddingSettings
@@ -38,18 +38,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class RemoteEmbeddingError(KbRayError):
+class RemoteEmbeddingError(RemoteCallError):
     """The embeddings server gave no vectors: ``reason`` is ``timeout``, ``connect``, ``http_4xx``,
     ``http_5xx``, ``bad_json`` (a transport failure, :class:`~kb_ray.http_client.PostFailure`) or
     ``bad_response`` (JSON without the right vectors)."""
 
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"remote embedding failed ({reason}): {detail}")
-
-    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # picklable across Ray workers
-        return type(self), (self.reason, self.detail)
+    call = "remote embedding"
 
 
 class RemoteTextEmbedder(TextEmbedder):

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from kb_ray.errors import KbRayError
-from kb_ray.http_client import JsonPostClient, PostFailure
+from kb_ray.http_client import JsonPostClient, PostFailure, RemoteCallError
 
 if TYPE_CHECKING:
     from kb_ray.config import SearchSettings
@@ -33,17 +33,11 @@ logger = logging.getLogger(__name__)
 BELOW_RETURNED = 1.0  # passages left out by top_n score this far below the lowest returned score
 
 
-class RerankError(KbRayError):
+class RerankError(RemoteCallError):
     """The rerank server gave no scores: ``reason`` is a transport code (``timeout``, ``connect``,
     ``http_4xx``, ``http_5xx``, ``bad_json``) or ``bad_response``."""
 
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"remote rerank failed ({reason}): {detail}")
-
-    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # picklable across Ray workers
-        return type(self), (self.reason, self.detail)
+    call = "remote rerank"
 
 
 class RemoteReranker:
