@@ -110,17 +110,31 @@ def reembed(config: KbConfig, *, embedding: EmbeddingSettings, batch_texts: int 
     """Vectors of ``embedding``'s embedder for every active chunk (under the writer lease), then
     its generation built beside the live one (``build``); nothing is switched."""
     from kb_ray.catalog.lease import writer_lease
-    from kb_ray.index import build_index, read_current
 
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
     with writer_lease(catalog, config, holder="reembed"):
         report = embed_missing(catalog, embedding=embedding, batch_texts=batch_texts, on_progress=on_progress)
-    report.live_generation = read_current(config.kb_root, storage_options=config.storage_options)
     if build:
-        switched_off = config.index.model_copy(update={"switch_after_build": False})
-        target = config.model_copy(update={"embedding": embedding, "index": switched_off})
-        report.generation = build_index(target, embedder_fp=report.embedder_fp).generation_id
+        build_beside_live(config.model_copy(update={"embedding": embedding}), report)
+    else:
+        report.live_generation = _live(config)
     return report
+
+
+def build_beside_live(config: KbConfig, report: ReembedReport) -> None:
+    """Build the generation of ``report``'s embedder at the latest catalog versions without
+    switching to it; ``report`` names it and the generation that stays live."""
+    from kb_ray.index import build_index
+
+    switched_off = config.index.model_copy(update={"switch_after_build": False})
+    manifest = build_index(config.model_copy(update={"index": switched_off}), embedder_fp=report.embedder_fp)
+    report.generation, report.live_generation = manifest.generation_id, _live(config)
+
+
+def _live(config: KbConfig) -> str | None:
+    from kb_ray.index import read_current
+
+    return read_current(config.kb_root, storage_options=config.storage_options)
 
 
 def check_generation_embedder(config: KbConfig, generation_id: str) -> None:

@@ -9,6 +9,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +29,9 @@ from kb_ray.ingest.rows import to_table
 from kb_ray.ingest.upload_plan import UploadedFile, plan_uploads
 from kb_ray.processing import DocumentProcessor
 from kb_ray.runtime import code_version
+
+if TYPE_CHECKING:
+    from kb_ray.ingest.reembed import ReembedReport
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +61,14 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
                                         before_commit=lease.check)
         _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
                            on_progress=on_progress, verbose=verbose, uploads=uploads)
-        if _switching_model(config):
-            _embed_for_switch(catalog, config, report)
-        elif config.index.auto_refresh:
+        switch = _embed_for_switch(catalog, config, report) if _switching_model(config) else None
+        if switch is None and config.index.auto_refresh:
             _refresh_index(config, report)
-    if report.model_switch:
-        _build_for_switch(config, report)
+    if switch is not None:  # the new embedder's generation, beside the live one (no lease needed)
+        from kb_ray.ingest.reembed import build_beside_live
+
+        build_beside_live(config, switch)
+        report.model_switch = switch.to_dict()
     return report
 
 
@@ -78,27 +84,18 @@ def _switching_model(config: KbConfig) -> bool:
     return base.embedder_fp != embedder_fingerprint(config.embedding)
 
 
-def _embed_for_switch(catalog: DeltaCatalog, config: KbConfig, report: IngestReport) -> None:
+def _embed_for_switch(catalog: DeltaCatalog, config: KbConfig, report: IngestReport) -> ReembedReport:
     """The new embedder's vectors for the chunks this run did not embed (unchanged documents);
     the live generation (another embedder) is not refreshed: it could not hold those vectors."""
     from kb_ray.index.generations import read_current
     from kb_ray.index.refresh import RefreshResult
     from kb_ray.ingest.reembed import embed_missing
 
-    report.model_switch = embed_missing(catalog, embedding=config.embedding).to_dict()
+    switch = embed_missing(catalog, embedding=config.embedding)
     live = read_current(config.kb_root, storage_options=config.storage_options)
     report.index_refresh = RefreshResult("none", live, detail="model switch: the live generation was built by "
                                          "another embedder").to_dict()
-
-
-def _build_for_switch(config: KbConfig, report: IngestReport) -> None:
-    from kb_ray.index import build_index, read_current
-
-    switched_off = config.index.model_copy(update={"switch_after_build": False})
-    manifest = build_index(config.model_copy(update={"index": switched_off}),
-                           embedder_fp=report.model_switch["embedder_fp"])
-    report.model_switch.update(generation=manifest.generation_id,
-                               live_generation=read_current(config.kb_root, storage_options=config.storage_options))
+    return switch
 
 
 def _refresh_index(config: KbConfig, report: IngestReport) -> None:
