@@ -168,6 +168,7 @@ class HybridSearcher:
                 logger.info("search loaded segments of %s up to %d", current, upto)
                 return True
             self._loaded = self._load(current)
+            self.gate.invalidate()  # a new generation's documents are active: do not wait out the gate's cache
         logger.info("search switched to generation %s", current)
         return True
 

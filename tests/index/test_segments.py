@@ -201,6 +201,18 @@ def test_compaction_folds_segments_into_a_new_base_and_the_old_one_can_be_droppe
     assert refresh_index(_config(root)).action == "none"
 
 
+def test_a_searcher_switching_to_a_compacted_generation_shows_its_new_documents_at_once(corpus, tmp_path):
+    root = tmp_path / "kb"
+    searcher = HybridSearcher.open(_config(root), gate_max_age_s=600)  # a gate cache that outlives the test
+    assert searcher.search("w01", k=3, mode="lexical").hits  # the gate's active set is read and cached now
+    corpus.write([("fresh", 1, "beta")])
+    compacted = refresh_index(_config(root, "index.compact_ratio=0.01"))  # a segment, folded into a new base
+    assert compacted.action == "compacted" and searcher.refresh() and searcher.generation == compacted.generation
+    fresh = corpus.documents["fresh"]["chunks"][0]["text"]
+    hits = searcher.search(fresh, k=5, mode="lexical").hits
+    assert "doc_fresh" in {hit["document_id"] for hit in hits}
+
+
 def test_segment_rows_over_the_ratio_compact_automatically(corpus, tmp_path):
     root = tmp_path / "kb"
     base = read_current(str(root))
