@@ -456,7 +456,7 @@ def test_an_unsupported_sentence_is_marked_with_its_problem(service, browser):
     browser.get(f"{URL}/ui?{urlencode({'q': ANSWER_QUERY, 'answer': '1'})}")
     marked = wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#answer .answer-text .sentence.unsupported"))
     assert marked.text.startswith("Halvik Bay was replanted by 99 purple submarines")
-    assert marked.find_element(By.CSS_SELECTOR, ".flag").text == "unsupported: unsupported"
+    assert marked.find_element(By.CSS_SELECTOR, ".flag").text == "unsupported: its citations do not back it"
     assert browser.find_elements(By.CSS_SELECTOR, "#answer .sentence:not(.unsupported)") == []
     style = browser.execute_script("return getComputedStyle(arguments[0]).textDecorationLine", marked)
     assert "underline" in style  # visibly marked, not only labelled

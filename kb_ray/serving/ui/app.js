@@ -2,6 +2,12 @@
 // Every text from the service goes into the page as text (textContent), never as HTML.
 "use strict";
 
+// Why a sentence of an answer is unsupported (kb_ray/answer/types.py: Sentence.problem), in words.
+const PROBLEM_TEXT = {
+  no_citation: "it cites nothing",
+  unknown_citation: "it cites a passage that is not in the answer",
+  unsupported: "its citations do not back it",
+};
 const KEY_STORE = "kb-ray.apiKey";
 const FALLBACK_MODES = ["hybrid", "dense", "lexical"];
 const PDF = "application/pdf";
@@ -259,7 +265,7 @@ function renderAnswer(answer) {
       const marker = part.match(/^\[(\d+)\]$/);
       span.append(marker ? citeButton(Number(marker[1])) : part);
     }
-    if (!sentence.supported) span.append(el("span", { class: "flag" }, `unsupported${sentence.problem ? `: ${sentence.problem}` : ""}`));
+    if (!sentence.supported) span.append(el("span", { class: "flag" }, `unsupported: ${PROBLEM_TEXT[sentence.problem] || "not backed by its citations"}`));
     body.append(span, " ");
   }
   const list = el("ol", { class: "citations", "aria-label": "Citations" }, (answer.citations || []).map((cite) =>
