@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-cluster test-all golden clean browser-deps
+.PHONY: install demo test test-cluster test-all golden clean browser-deps office-deps
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ browser-deps:
 		echo "chromium and chromedriver are installed"; \
 	else \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+# LibreOffice Impress without its GUI (about 80 MB of packages, 244 MB installed) for the viewer's PPTX
+# page images (kb_ray/pages/slides.py) and their tests (skipped, with the reason, where soffice is
+# missing). Debian/Ubuntu, as root; .ci/run calls it.
+office-deps:
+	@if command -v soffice >/dev/null; then \
+		echo "soffice is installed"; \
+	else \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libreoffice-impress-nogui; \
 	fi
 
 clean:

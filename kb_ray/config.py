@@ -359,6 +359,8 @@ class ServeSettings(_Settings):
                                     "highest dpi (400 above it); docs/viewer.md")
     page_image_max_pixels: int = Field(16_000_000, ge=1, description="largest page image (width x height) "
                                        "rendered; 400 above it")
+    page_image_convert_timeout_s: float = Field(60.0, gt=0, le=600, description="longest LibreOffice run "
+                                                "converting a PPTX to PDF for its page images (500 over it)")
 
 
 REFUSAL = "The knowledge base has no passage that answers this."

@@ -1,10 +1,11 @@
 """``BlobStore``: content-addressed blobs under ``{kb_root}/blobs/<kind>/`` — rendered pages
 (``pages``) and figure crops (``figures``) as PNGs, source bytes (``raw``: uploads, and
 batch sources with ``ingest.keep_raw``) as they came, and the viewer's page renders
-(``renders``: a cache named by a hash of raw sha, page, dpi and renderer; any of them may be
-deleted, kb_ray/search/page_images.py).
+(``renders``: a cache named by a hash of raw sha, page, dpi and renderer) with the PDFs that
+presentations were converted to for them (``conversions``: named by a hash of raw sha and
+converter); any of those may be deleted, kb_ray/search/page_images.py.
 
-A blob's name is its sha256 (a render's: its cache key; ``<sha[:2]>/<sha>.png``; a raw blob has no suffix:
+A blob's name is its sha256 (a render's or conversion's: its cache key; ``<sha[:2]>/<sha>.png``; a raw blob has no suffix:
 ``<sha[:2]>/<sha>``), so writing is idempotent and an unchanged page costs one existence
 check. A name never comes from a client: :meth:`BlobStore.put_bytes` hashes the bytes itself.
 ``kb-ray purge`` does not delete raw blobs yet (queued uploads and citations of changed
@@ -23,8 +24,8 @@ import pyarrow.fs as pafs
 
 from kb_ray.catalog.storage import ensure_dir, filesystem, join_uri, normalize_root
 
-BLOB_KINDS = ("pages", "figures", "raw", "renders")
-_SUFFIX = {"pages": ".png", "figures": ".png", "raw": "", "renders": ".png"}
+BLOB_KINDS = ("pages", "figures", "raw", "renders", "conversions")
+_SUFFIX = {"pages": ".png", "figures": ".png", "raw": "", "renders": ".png", "conversions": ".pdf"}
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 

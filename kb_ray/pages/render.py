@@ -140,3 +140,16 @@ def render_page(data: bytes, page_no: int, *, dpi: int, max_pixels: int) -> byte
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", optimize=False, compress_level=6)
     return buffer.getvalue()
+
+
+def page_count(data: bytes) -> int:
+    """How many pages a PDF has (under the pdfium lock); ``ValueError`` for bytes pdfium cannot open."""
+    with PDFIUM_LOCK:
+        try:
+            pdf = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as exc:
+            raise ValueError(f"pdfium cannot open the PDF ({exc})") from exc
+        try:
+            return len(pdf)
+        finally:
+            pdf.close()

@@ -332,7 +332,8 @@ class SearchIngress:
     async def page_image(self, document_id: str, page_no: int, http: Request, dpi: int | None = None) -> Response:
         """Page ``page_no`` (1-based) of the active version as PNG (docs/viewer.md): 400 a dpi or pixel
         count over the limits, 404 an unknown, foreign or unpaginated document or page, 410 when the
-        raw bytes are gone (source changed, not kept)."""
+        raw bytes are gone (source changed, not kept), 501 a PPTX without LibreOffice, 500 a failed
+        conversion; an error's reason code is in the ``X-Kb-Ray-Reason`` header."""
         from kb_ray.search.page_images import PageImageError
 
         images = self._page_images()
@@ -341,7 +342,7 @@ class SearchIngress:
         try:
             png = await asyncio.to_thread(images.png, row, page_no, dpi=dpi)
         except PageImageError as exc:
-            raise HTTPException(exc.status, str(exc)) from exc
+            raise HTTPException(exc.status, str(exc), headers={"X-Kb-Ray-Reason": exc.reason}) from exc
         return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
 
     def _page_images(self) -> Any:

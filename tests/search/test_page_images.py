@@ -15,8 +15,18 @@ from PIL import Image
 
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
-from kb_ray.search.page_images import PageImageError, PageImageLimits, PageImages, render_key
+from kb_ray.pages import slides
+from kb_ray.search.page_images import (
+    PageImageError,
+    PageImageLimits,
+    PageImages,
+    conversion_key,
+    render_key,
+)
 from tests.index_fixtures import copy_kb
+
+needs_soffice = pytest.mark.skipif(shutil.which("soffice") is None,
+                                   reason="LibreOffice (soffice) is not installed: make office-deps")
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +91,9 @@ def test_limits_and_unknown_pages_are_refused_with_their_status(kb):
         pages.png(None, 1)
     assert caught.value.status == 404
     html = kb["documents"]["faq.html"]["document_id"]
-    with pytest.raises(PageImageError, match="PDFs only") as caught:
+    with pytest.raises(PageImageError, match="PDFs and PPTX only") as caught:
         pages.png(pages.page_row(html, 1), 1)
-    assert caught.value.status == 404
+    assert (caught.value.status, caught.value.reason) == (404, "not_paginated")
 
 
 def test_a_changed_source_is_gone_unless_its_raw_bytes_were_kept(kb):
@@ -121,3 +131,33 @@ def test_the_image_a_pages_enabled_ingest_rendered_is_reused_at_its_dpi(kb):
     row = pages.page_row(document_id, 1)
     assert row["image_sha"] == sha and pages.png(row, 1) == marker.getvalue()
     assert _is_page_at(pages.png(row, 1, dpi=72), row, 72)  # another dpi: rendered
+
+
+@needs_soffice
+def test_a_pptx_slide_renders_from_its_libreoffice_pdf_and_both_are_cached(kb, monkeypatch):
+    pages = images(kb)
+    row = pages.page_row(kb["documents"]["slides.pptx"]["document_id"], 2)
+    png = pages.png(row, 2, dpi=72)
+    assert png.startswith(b"\x89PNG") and _is_page_at(png, row, 72)  # 720 x 540 points: the 4:3 slide
+    width, height = _size(png)
+    assert abs(width / height - 4 / 3) < 0.01
+    converter = slides.converter_fingerprint()
+    assert pages.conversions.exists(conversion_key(row["raw_sha"], converter))
+    assert pages.renders.get(render_key(row["raw_sha"], 2, 72, converter=converter)) == png
+    assert render_key(row["raw_sha"], 2, 72, converter=converter) != render_key(row["raw_sha"], 2, 72)
+    monkeypatch.setattr(pages.converter, "convert", _no_second_conversion)
+    assert pages.png(row, 2, dpi=72) == png  # the render cache
+    assert _is_page_at(pages.png(pages.page_row(row["document_id"], 5), 5, dpi=50), row, 50)  # the PDF cache
+
+
+def test_a_pptx_without_soffice_is_501_no_renderer(kb, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    pages = images(kb)
+    row = pages.page_row(kb["documents"]["slides.pptx"]["document_id"], 1)
+    with pytest.raises(PageImageError, match="make office-deps") as caught:
+        pages.png(row, 1, dpi=72)
+    assert (caught.value.status, caught.value.reason) == (501, "no_renderer")
+
+
+def _no_second_conversion(data: bytes) -> bytes:
+    raise AssertionError("converted again: the cached PDF was not used")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import threading
 import time
 from datetime import datetime, timezone
@@ -12,13 +13,18 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
+from kb_ray.catalog.blobs import BlobStore
+from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.index import build_index
+from kb_ray.pages.slides import converter_fingerprint
+from kb_ray.search.page_images import render_key
 from kb_ray.search.tiny_reranker import build_tiny_cross_encoder
 from kb_ray.serving.app import start_service, stop_service
 from tests.index_fixtures import copy_kb, golden_config
 
 PORT = 8765
 URL = f"http://127.0.0.1:{PORT}"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +132,32 @@ def test_page_images_render_with_limits_and_404s(service):
         assert httpx.get(path, params=params, timeout=60).status_code == status, (path, params)
     html = search(query="CycleLink day pass price", k=1, rerank=False, filter={"mime": "text/html"}).json()["hits"][0]
     refused = httpx.get(f"{URL}/v1/documents/{html['document_id']}/pages/1.png", timeout=60)
-    assert refused.status_code == 404 and "PDFs only" in refused.json()["detail"]
+    assert refused.status_code == 404 and "PDFs and PPTX only" in refused.json()["detail"]
+    assert refused.headers["x-kb-ray-reason"] == "not_paginated"
+
+
+@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (soffice) is not installed: make office-deps")
+def test_a_pptx_slide_is_served_as_a_png_of_the_slides_shape(service):
+    """A PPTX slide goes through LibreOffice to PDF (kb_ray/pages/slides.py); the second request is
+    the cached render, byte for byte."""
+    hit = search(query="Helios BMS field failure rate", k=1, rerank=False, filter={"mime": [PPTX]}).json()["hits"][0]
+    page = hit["regions"][0]["page"]
+    url = f"{URL}/v1/documents/{hit['document_id']}/pages/{page}.png"
+    first = httpx.get(url, params={"dpi": 72}, timeout=120)
+    assert first.status_code == 200 and first.headers["content-type"] == "image/png", first.text
+    assert Image.open(io.BytesIO(first.content)).size == (720, 540)  # the 4:3 slide's points at 72 dpi
+    renders = BlobStore(service.kb_root, kind="renders")
+    key = render_key(hit_raw_sha(service, hit), page, 72, converter=converter_fingerprint())
+    assert renders.get(key) == first.content  # cached under a key that includes the soffice build
+    renders.delete([key])
+    renders.put(key, b"cached")  # the second request is answered from the cache
+    assert httpx.get(url, params={"dpi": 72}, timeout=60).content == b"cached"
+    assert len(BlobStore(service.kb_root, kind="conversions").list_shas()) == 1  # one PDF of the deck
+
+
+def hit_raw_sha(config, hit) -> str:
+    versions = DeltaCatalog.open(config.kb_root, create=False).read("versions", columns=["version_id", "raw_sha"])
+    return next(row["raw_sha"] for row in versions.to_pylist() if row["version_id"] == hit["version_id"])
 
 
 def test_the_canonical_text_holds_every_cited_span(service):

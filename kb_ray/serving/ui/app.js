@@ -2,17 +2,26 @@
 // Every text from the service goes into the page as text (textContent), never as HTML.
 "use strict";
 
+// Why a sentence of an answer is unsupported (kb_ray/answer/types.py: Sentence.problem), in words.
+const PROBLEM_TEXT = {
+  no_citation: "it cites nothing",
+  unknown_citation: "it cites a passage that is not in the answer",
+  unsupported: "its citations do not back it",
+};
 const KEY_STORE = "kb-ray.apiKey";
 const FALLBACK_MODES = ["hybrid", "dense", "lexical"];
 const PDF = "application/pdf";
+const PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation";
+const PAGED = [PDF, PPTX];  // formats with page images (a PPTX through LibreOffice on the service)
 const $ = (id) => document.getElementById(id);
 const state = { hits: [], selected: -1, answer: null, doc: null, page: 1, cite: null, imageUrl: null };
 
 class ApiError extends Error {
-  constructor(status, detail) {
+  constructor(status, detail, reason = null) {
     super(`${status}: ${detail}`);
     this.status = status;
     this.detail = detail;
+    this.reason = reason;  // the route's reason code (X-Kb-Ray-Reason), where it gives one
   }
 }
 
@@ -32,7 +41,8 @@ async function api(path, { json, raw } = {}) {
   if (!response.ok) {
     let detail = response.statusText;
     try { detail = (await response.json()).detail ?? detail; } catch { /* not JSON */ }
-    throw new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail));
+    throw new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail),
+                       response.headers.get("X-Kb-Ray-Reason"));
   }
   return raw ? response : response.json();
 }
@@ -255,7 +265,7 @@ function renderAnswer(answer) {
       const marker = part.match(/^\[(\d+)\]$/);
       span.append(marker ? citeButton(Number(marker[1])) : part);
     }
-    if (!sentence.supported) span.append(el("span", { class: "flag" }, `unsupported${sentence.problem ? `: ${sentence.problem}` : ""}`));
+    if (!sentence.supported) span.append(el("span", { class: "flag" }, `unsupported: ${PROBLEM_TEXT[sentence.problem] || "not backed by its citations"}`));
     body.append(span, " ");
   }
   const list = el("ol", { class: "citations", "aria-label": "Citations" }, (answer.citations || []).map((cite) =>
@@ -299,7 +309,7 @@ async function openDocument(documentId, { page, hl, cite }) {
       $("doc-notice").textContent = "The citation is of an older version than the active one: its place may have moved.";
       $("doc-notice").hidden = false;
     }
-    if (doc.mime === PDF && doc.n_pages) await showPage(page || citedPage(state.cite || {}) || 1);
+    if (PAGED.includes(doc.mime) && doc.n_pages) await showPageOrText(doc, page || citedPage(state.cite || {}) || 1);
     else await showText(doc);
   } catch (error) {
     showError(error);
@@ -334,9 +344,21 @@ async function showPage(n) {
   drawBoxes();
 }
 
+async function showPageOrText(doc, page) {
+  // a slide whose image the service cannot make (no LibreOffice there: 501, or a failed conversion:
+  // 500) falls back to its text, with the reason; any other error is shown as such
+  try {
+    await showPage(page);
+  } catch (error) {
+    if (doc.mime === PDF || !(error instanceof ApiError) || ![500, 501].includes(error.status)) throw error;
+    $("page-nav").hidden = true;
+    await showText(doc, `No page image (${error.reason || error.status}): ${error.detail}. The slides' text is shown.`);
+  }
+}
+
 function turnPage(step) {
   const doc = state.doc;
-  if (!doc || doc.mime !== PDF || $("page-nav").hidden) return;
+  if (!doc || !PAGED.includes(doc.mime) || $("page-nav").hidden) return;
   const page = state.page + step;
   if (page >= 1 && page <= doc.n_pages) showPage(page).catch(showError);
 }
@@ -372,7 +394,7 @@ function renderLegend(kinds) {
   $("legend").hidden = !shown.length;
 }
 
-async function showText(doc) {
+async function showText(doc, notice = null) {
   const view = await api(`/v1/documents/${encodeURIComponent(doc.document_id)}/text`);
   const cite = state.cite;
   const ranges = [];
@@ -381,8 +403,8 @@ async function showText(doc) {
   const box = $("canonical");
   box.replaceChildren(...markedText(view.text, ranges));
   box.hidden = false;
-  if (doc.mime !== PDF && doc.n_pages) {
-    $("legend").replaceChildren(el("span", {}, "Page images are rendered for PDFs only: the document's text is shown."));
+  if (notice || (!PAGED.includes(doc.mime) && doc.n_pages)) {
+    $("legend").replaceChildren(el("span", {}, notice || "Page images are rendered for PDFs and slides only: the document's text is shown."));
     $("legend").hidden = false;
   }
   const target = box.querySelector("mark.evidence") || box.querySelector("mark.chunk");
