@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kb_ray.config import SearchSettings
-from kb_ray.search.confidence import DEFAULT_MODEL_PATH, ConfidenceModel, abstains, hit_features
+from kb_ray.search.confidence import ConfidenceModel, abstains, hit_features, packaged_model_path
 from kb_ray.search.context import hit_context
 from kb_ray.search.evidence import ChunkText, select_evidence
 
@@ -33,7 +33,7 @@ class HitAssembler:
     def __init__(self, settings: SearchSettings, *, embedder: Callable[[], Any]) -> None:
         self.settings = settings
         self._embedder = embedder  # called lazily: only "hybrid" evidence embeds passages
-        self.model = ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH)
+        self.model = ConfidenceModel.load(settings.confidence_model_path or packaged_model_path(settings.evidence))
         fitted = (self.model.info or {}).get("evidence")
         if fitted and fitted != settings.evidence:
             logger.warning("the confidence model was fitted with search.evidence=%s but it is %s: confidences and "

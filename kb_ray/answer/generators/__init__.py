@@ -46,6 +46,6 @@ def abstain_threshold(settings: SearchSettings) -> float | None:
     threshold fitted with the confidence model (kb_ray/search/confidence.py)."""
     if settings.abstain_below is not None:
         return settings.abstain_below
-    from kb_ray.search.confidence import DEFAULT_MODEL_PATH, ConfidenceModel
+    from kb_ray.search.confidence import ConfidenceModel, packaged_model_path
 
-    return ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH).abstain_below
+    return ConfidenceModel.load(settings.confidence_model_path or packaged_model_path(settings.evidence)).abstain_below
