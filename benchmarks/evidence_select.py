@@ -7,7 +7,10 @@ given to each scorer in turn (same chunk, same query vector), and the chosen pas
 judged against the gold spans: overlap, containment, page (gold page known), length.
 Scorers: ``lexical`` (query-word coverage), ``dense`` (passage cosine), ``hybrid`` (both), ``hybrid_lex2`` (coverage weighted 2),
 each with the window margin of kb_ray/search/evidence.py, plus ``whole`` (the chunk: the
-baseline a hit's quote gives today). Only the dev split should drive a choice.
+baseline a hit's quote gives today). ``late_lex2``: coverage weighted 2 plus the cosine of
+sentence vectors pooled from one MiniLM pass over the chunk's embedded text (heading path +
+text; late chunking: what ingest could store so that query time is a lookup, issue #12).
+Only the dev split should drive a choice.
 """
 
 from __future__ import annotations
@@ -17,9 +20,43 @@ import json
 import statistics
 import time
 
+import numpy as np
+
 from kb_ray.search import evidence as ev
 
-SCORERS = {"lexical": (1.0, 0.0), "dense": (0.0, 1.0), "hybrid": (1.0, 1.0), "hybrid_lex2": (2.0, 1.0)}
+SCORERS = {"lexical": (1.0, 0.0), "dense": (0.0, 1.0), "hybrid": (1.0, 1.0), "hybrid_lex2": (2.0, 1.0),
+           "late_lex2": (2.0, 1.0)}
+
+
+class LateChunkVectors:
+    """Sentence vectors pooled from the token states of one pass over a chunk's embedded text."""
+
+    def __init__(self, model_path) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        self.model = AutoModel.from_pretrained(str(model_path)).eval()
+
+    def cosines(self, chunk, passages, heading_path, query_vector):
+        prefix = " > ".join(heading_path) + "\n"  # DEFAULT_TEXT_TEMPLATE: heading path, newline, text
+        encoded = self.tokenizer(prefix + chunk.text, return_offsets_mapping=True, truncation=True,
+                                 max_length=256, return_tensors="pt")
+        offsets = encoded.pop("offset_mapping")[0].numpy() - len(prefix)
+        with self.torch.no_grad():
+            states = self.model(**encoded).last_hidden_state[0].numpy()
+        vectors = {}
+        for p in passages:
+            if p.sentences == 1:
+                inside = (offsets[:, 0] >= p.start) & (offsets[:, 1] <= p.end) & (offsets[:, 1] > offsets[:, 0])
+                v = states[inside].mean(axis=0) if inside.any() else np.zeros(states.shape[1], np.float32)
+                vectors[(p.start, p.end)] = v / max(float(np.linalg.norm(v)), 1e-9)
+        rows = []
+        for p in passages:
+            mean = np.mean([v for (a, b), v in vectors.items() if p.start <= a and b <= p.end], axis=0)
+            rows.append(float(mean @ query_vector / max(float(np.linalg.norm(mean)), 1e-9)))
+        return np.array(rows)
 
 
 def judge(spans, pages, gold) -> dict[str, float]:
@@ -59,9 +96,12 @@ def main() -> int:
     parser.add_argument("--margins", default="0,0.03,0.08")
     parser.add_argument("--show-misses", default=None, metavar="SCORER@MARGIN")
     args = parser.parse_args()
-    config = load_config(args.config, overrides=[*args.overrides, "search.evidence=off"])
+    from kb_ray.embedding.model_files import resolve_model_path
+
+    config = load_config(args.config, overrides=[*args.overrides, "search.evidence=none"])
     searcher = HybridSearcher.open(config)
     embedder = searcher._get_embedder()
+    late = LateChunkVectors(resolve_model_path(config.embedding.model_path))
     queries = [q for q in load_dataset(args.dataset) if q.answerable]
     resolution = resolve_queries(queries, CanonicalTexts(searcher.catalog))
     chunks = chunk_spans(searcher.catalog, [g.version_id for s in resolution.spans.values() for g in s])
@@ -84,11 +124,13 @@ def main() -> int:
         vector = embedder.embed_query(query.query)
         cosines = ev.window_cosines([chunk], [passages], embedder.embed_texts, vector)[0]
         seconds["embed"] += time.perf_counter() - started
+        late_cosines = late.cosines(chunk, passages, first.get("heading_path") or [], vector)
         results.setdefault("whole", []).append(judge(first["spans"], first["pages"], mine))
         for name, weights in SCORERS.items():
             for margin in margins:
                 started = time.perf_counter()
-                found = choose(query.query, chunk, passages, cosines, weights, margin)
+                found = choose(query.query, chunk, passages, late_cosines if name.startswith("late") else cosines,
+                               weights, margin)
                 if name == "lexical":
                     seconds["lexical"] += time.perf_counter() - started
                 verdict = judge(found["spans"], found["pages"], mine)

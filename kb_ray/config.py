@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kb_ray.errors import ConfigError
 
+EvidenceMode = Literal["none", "lexical", "hybrid"]  # search.evidence, answer.evidence, a request's evidence
+
 
 class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -307,12 +309,15 @@ class SearchSettings(_Settings):
     faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes
     query_threads: int | None = 1  # torch threads of the query embedder (one short text: 1 is fastest)
     # evidence passage per hit (kb_ray/search/evidence.py): "lexical" scores query-word coverage,
-    # "hybrid" adds the text embedder's cosine of each candidate passage (one batch per query)
-    evidence: Literal["none", "lexical", "hybrid"] = "hybrid"
+    # "hybrid" adds the text embedder's cosine of each candidate passage (one batch per query).
+    # lexical by default (#12): hybrid made a search ~20x slower (the first hits' sentences embedded
+    # per query) for better passages (realdocs dev evidence overlap 0.711 vs 0.605; benchmarks/results/eval.md)
+    evidence: EvidenceMode = "lexical"  # a request's `evidence` overrides it (answers: answer.evidence)
     # hybrid evidence embeds the sentences of the first N hits only (the rest: coverage only);
     # 6 covers the passages an answer uses (answer.max_passages)
     evidence_dense_hits: int = Field(6, ge=0)
-    confidence_model_path: str | None = None  # None: the packaged kb_ray/search/confidence_model.json
+    # None: the packaged model of the evidence mode (kb_ray/search/confidence.py, packaged_model_path)
+    confidence_model_path: str | None = None
     abstain_below: float | None = None  # None: the threshold stored with the confidence model
     # hybrid mode: re-sort the top N fused hits by confidence (a learned rerank of raw signals,
     # kb_ray/search/confidence.py); 0 keeps the fused order. Off: on the realdocs dev split it lost
@@ -391,6 +396,10 @@ class AnswerSettings(_Settings):
     max_passages: int = Field(6, ge=1)  # evidence budget: passages given to the generator
     max_chars: int = Field(6000, ge=200)  # evidence budget: characters of all passages together
     context_chars: int = Field(0, ge=0)  # section context added for the generator (never cited)
+    # evidence mode of the answer's searches (None: search.evidence). hybrid: the passages it packs
+    # are chosen with the MiniLM cosine too; with lexical ones, realdocs dev citation recall fell
+    # 0.632 -> 0.474 (benchmarks/results/eval.md, "Evidence at query time")
+    evidence: EvidenceMode | None = "hybrid"
     max_sentences: int = Field(4, ge=1)  # extractive: sentences composed per answer
     # a sentence under it is flagged unsupported; 0.43 maximized balanced accuracy of supported
     # (verbatim, hand-written paraphrase) vs unsupported claims on the realdocs dev split with the

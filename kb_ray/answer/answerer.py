@@ -84,7 +84,8 @@ class Answerer:
         """The search result for ``query`` and its evidence pack."""
         started = time.perf_counter()
         result = self.search({"query": query, "k": k or self.settings.k, "mode": "hybrid", "filter": filter,
-                              "rerank": None, "context_chars": self.settings.context_chars})
+                              "rerank": None, "context_chars": self.settings.context_chars,
+                              "evidence": self.settings.evidence})
         timings["search"] = _ms(started)
         started = time.perf_counter()
         passages = evidence_pack(hits=result.get("hits") or [], settings=self.settings)

@@ -30,7 +30,7 @@ def local_answerer(config: KbConfig, *, embedder: Any = None,
         def log(request: dict, response: dict) -> None:  # the row names the generation searched
             answer_log.append(request, {"generation": searcher.generation, **response})
     generator = make_generator(config.answer, embed=embedder.embed_texts,
-                               abstain_below=searcher.assembler.abstain_below)
+                               abstain_below=searcher.assembler.threshold(config.answer.evidence or config.search.evidence))
     return Answerer(config.answer, generator=generator, search=searcher_search(searcher),
                     embed=embedder.embed_texts, log=log, catalog=lambda: open_document_catalog(config))
 
@@ -42,7 +42,8 @@ def searcher_search(searcher: Any) -> Callable[[dict[str, Any]], dict[str, Any]]
         searcher.refresh()
         return searcher.search(body["query"], k=body.get("k"), mode=body.get("mode") or "hybrid",
                                filters=body.get("filter"), rerank=body.get("rerank"),
-                               context_chars=body.get("context_chars") or 0).to_dict()
+                               context_chars=body.get("context_chars") or 0,
+                               evidence=body.get("evidence")).to_dict()
 
     return search
 

@@ -101,7 +101,7 @@ def search_within(answerer: Answerer, query: str, document_id: str, timings: dic
     started = time.perf_counter()
     result = answerer.search({"query": query, "k": k or answerer.settings.k, "mode": "hybrid",
                               "filter": {"document_ids": [document_id]}, "rerank": None,
-                              "context_chars": answerer.settings.context_chars})
+                              "context_chars": answerer.settings.context_chars, "evidence": answerer.settings.evidence})
     timings["search"] = round(timings.get("search", 0.0) + (time.perf_counter() - started) * 1000, 3)
     hits = result.get("hits") or []
     if result.get("abstain"):

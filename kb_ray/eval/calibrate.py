@@ -1,13 +1,15 @@
 """Fit the hit-confidence model (kb_ray/search/confidence.py) on a dev split and store it.
 
     python -m kb_ray.eval.calibrate --config CONF --dataset DEV.jsonl \\
-        [--out kb_ray/search/confidence_model.json] [--k 10]
+        [--out MODEL.json] [--k 10]
 
 Each dev query runs in hybrid mode; every one of its top ``k`` hits is a training row
 (label 1 when the chunk overlaps a gold quote, so every hit of a no-answer question is 0).
 The abstain threshold stored with the model maximizes balanced accuracy (mean of the
 abstain rate on no-answer questions and the answer rate on answerable ones) over the
-best hit's confidence of each dev query. Never fit on golden/ (the CI gate).
+best hit's confidence of each dev query. Never fit on golden/ (the CI gate). Without ``--out``
+the packaged model of the configured ``search.evidence`` mode is rewritten
+(kb_ray/search/confidence.py, ``packaged_model_path``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kb_ray.search.confidence import DEFAULT_MODEL_PATH, FEATURES, ConfidenceModel, fit_logistic
+from kb_ray.search.confidence import FEATURES, ConfidenceModel, fit_logistic, packaged_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = fit(rows, info=_info(args, list(sys.argv[1:] if argv is None else argv), queries, searcher.generation,
                                  config.search.evidence))
-        Path(args.out).write_text(model.to_json(), encoding="utf-8")
-        print(f"wrote {args.out}: abstain_below={model.abstain_below}, coef={json.dumps(model.coef)}")
+        out = Path(args.out or packaged_model_path(config.search.evidence))
+        out.write_text(model.to_json(), encoding="utf-8")
+        print(f"wrote {out}: abstain_below={model.abstain_below}, coef={json.dumps(model.coef)}")
     print(json.dumps({"dataset": args.dataset, "no_answer": no_answer_detection(rows, model),
                       "order": compare_orders(rows, model)}, indent=1))
     return 0
@@ -150,7 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", required=True, help="YAML config of the knowledge base holding the dev corpus")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--dataset", required=True, help="dev split JSONL (never golden/queries.jsonl)")
-    parser.add_argument("--out", default=str(DEFAULT_MODEL_PATH), help=f"artifact path (default: {DEFAULT_MODEL_PATH})")
+    parser.add_argument("--out", default=None, help="artifact path (default: the packaged model of the configured "
+                        "search.evidence mode, kb_ray/search/confidence_model[_lexical].json)")
     parser.add_argument("--evaluate", default=None, metavar="MODEL.json",
                         help="fit nothing: report this model's no-answer AUROC, abstain precision/recall and "
                              "hybrid vs confidence order on --dataset (e.g. the test split)")

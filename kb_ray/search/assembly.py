@@ -3,12 +3,13 @@
 :class:`HitAssembler` is called by ``HybridSearcher.search`` on the top ``max(k,
 search.confidence_rerank)`` hits and never reorders them; ``resort_by_confidence`` may (off
 by default: it lost on the realdocs dev and test splits). Evidence
-(kb_ray/search/evidence.py) is scored by query-word coverage and, with ``search.evidence =
-"hybrid"``, by the packaged text embedder's cosine of every candidate passage of the first
-``search.evidence_dense_hits`` hits (one batch per query; embedding the sentences of all 20
-hits of a query was 95 % of search time, 1.4-2.0 s on 2 CPUs). Confidence (kb_ray/search/confidence.py) reads the hits' raw dense/BM25 scores and
-the evidence signals; ``abstain`` is true when the best confidence is under
-``search.abstain_below``.
+(kb_ray/search/evidence.py) is scored by query-word coverage (``search.evidence = "lexical"``,
+the default) and, with ``"hybrid"``, by the packaged text embedder's cosine of every candidate
+passage of the first ``search.evidence_dense_hits`` hits (one batch per query, ~20 times the
+cost of the rest of a search on 2 CPUs: benchmarks/results/eval.md). Confidence
+(kb_ray/search/confidence.py, the packaged model of the evidence mode) reads the hits' raw
+dense/BM25 scores and the evidence signals; ``abstain`` is true when the best confidence is
+under ``search.abstain_below``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from kb_ray.config import SearchSettings
-from kb_ray.search.confidence import DEFAULT_MODEL_PATH, ConfidenceModel, abstains, hit_features
+from kb_ray.search.confidence import ConfidenceModel, abstains, hit_features, packaged_model_path
 from kb_ray.search.context import hit_context
 from kb_ray.search.evidence import ChunkText, select_evidence
 
@@ -33,18 +34,33 @@ class HitAssembler:
     def __init__(self, settings: SearchSettings, *, embedder: Callable[[], Any]) -> None:
         self.settings = settings
         self._embedder = embedder  # called lazily: only "hybrid" evidence embeds passages
-        self.model = ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH)
+        self._models: dict[str, ConfidenceModel] = {}
+        self.model = self.model_for(settings.evidence)
         fitted = (self.model.info or {}).get("evidence")
         if fitted and fitted != settings.evidence:
             logger.warning("the confidence model was fitted with search.evidence=%s but it is %s: confidences and "
                            "abstain are not calibrated (refit: python -m kb_ray.eval.calibrate)", fitted, settings.evidence)
-        default = self.model.abstain_below
-        self.abstain_below = settings.abstain_below if settings.abstain_below is not None else default
+        self.abstain_below = self.threshold(settings.evidence)
+
+    def model_for(self, evidence: str) -> ConfidenceModel:
+        """The confidence model of an evidence mode: ``search.confidence_model_path`` for every
+        mode when set, else the packaged model fitted with that mode (loaded once)."""
+        path = self.settings.confidence_model_path or packaged_model_path(evidence)
+        if str(path) not in self._models:
+            self._models[str(path)] = ConfidenceModel.load(path)
+        return self._models[str(path)]
+
+    def threshold(self, evidence: str) -> float | None:
+        """``search.abstain_below``, else the threshold stored with the mode's model."""
+        if self.settings.abstain_below is not None:
+            return self.settings.abstain_below
+        return self.model_for(evidence).abstain_below
 
     def evidence(self, query: str, hits: list[dict[str, Any]], chunks: list[ChunkText | None],
-                 query_vector: np.ndarray | None) -> None:
-        """Set ``hit["evidence"]`` (``None`` for generated or page hits)."""
-        mode = self.settings.evidence
+                 query_vector: np.ndarray | None, *, mode: str | None = None) -> None:
+        """Set ``hit["evidence"]`` (``None`` for generated or page hits); ``mode``: the request's
+        evidence mode (default ``search.evidence``)."""
+        mode = mode or self.settings.evidence
         quotable = [i for i, chunk in enumerate(chunks) if chunk is not None and hits[i].get("quote") is not None]
         for hit in hits:
             hit["evidence"] = None
@@ -57,16 +73,20 @@ class HitAssembler:
         for i, evidence in zip(head + tail, found):
             hits[i]["evidence"] = evidence
 
-    def confidence(self, query: str, hits: list[dict[str, Any]], *, dense_floor: float | None) -> bool | None:
-        """Set ``hit["confidence"]``; return ``abstain`` (None when no threshold is known, or when no
-        hit has a dense score: measured on the realdocs test split, lexical mode then abstained on
+    def confidence(self, query: str, hits: list[dict[str, Any]], *, dense_floor: float | None,
+                   mode: str | None = None) -> bool | None:
+        """Set ``hit["confidence"]`` with the model of the evidence ``mode`` (default
+        ``search.evidence``); return ``abstain`` (None when no threshold is known, or when no hit
+        has a dense score: measured on the realdocs test split, lexical mode then abstained on
         every query)."""
+        mode = mode or self.settings.evidence
         features = [hit_features(hit, query=query, dense_floor=dense_floor) for hit in hits]
-        for hit, value, raw in zip(hits, self.model.predict(features), features):
+        for hit, value, raw in zip(hits, self.model_for(mode).predict(features), features):
             hit["confidence"], hit["confidence_features"] = value, {k: round(v, 4) for k, v in raw.items()}
-        if self.abstain_below is None or not any((hit.get("scores") or {}).get("dense") is not None for hit in hits):
+        below = self.threshold(mode)
+        if below is None or not any((hit.get("scores") or {}).get("dense") is not None for hit in hits):
             return None  # fitted on hybrid hits: without a dense signal (lexical mode) abstention is not calibrated
-        return abstains([hit["confidence"] for hit in hits], below=self.abstain_below)
+        return abstains([hit["confidence"] for hit in hits], below=below)
 
     def context(self, hits: list[dict[str, Any]], *, context_chars: int,
                 neighbour: Callable[[str, int], dict[str, Any] | None]) -> None:

@@ -11,11 +11,13 @@ fusion (:data:`FEATURES`):
 * ``evidence_cosine`` / ``evidence_coverage`` — the evidence passage's cosine to the query
   and the share of the query's content words it contains (kb_ray/search/evidence.py); a hit
   whose passage was chosen by coverage alone (past ``search.evidence_dense_hits``) counts
-  its chunk's ``dense`` value instead;
+  its chunk's ``dense`` value instead (so with ``search.evidence: lexical`` it equals ``dense``);
 * ``agree`` — 1 when both dense and lexical retrieved the hit.
 
-Coefficients live in a versioned JSON artifact (``confidence_model.json`` beside this file),
-fitted on a dev split by ``python -m kb_ray.eval.calibrate`` (see docs/search.md).
+Coefficients live in versioned JSON artifacts beside this file, one per ``search.evidence``
+mode they were fitted with (:func:`packaged_model_path`: ``confidence_model.json`` for
+``hybrid``, ``confidence_model_lexical.json`` for ``lexical``), fitted on a dev split by
+``python -m kb_ray.eval.calibrate`` (see docs/search.md).
 """
 
 from __future__ import annotations
@@ -31,8 +33,16 @@ import numpy as np
 from kb_ray.search.evidence import query_terms
 
 FEATURES = ("dense", "lexical", "evidence_cosine", "evidence_coverage", "agree")
-DEFAULT_MODEL_PATH = Path(__file__).with_name("confidence_model.json")
+DEFAULT_MODEL_PATH = Path(__file__).with_name("confidence_model.json")  # fitted with search.evidence: hybrid
+LEXICAL_MODEL_PATH = Path(__file__).with_name("confidence_model_lexical.json")
 MODEL_FORMAT = "kb-ray-confidence/1"
+
+
+def packaged_model_path(evidence: str) -> Path:
+    """The packaged model fitted with this ``search.evidence`` mode: with lexical evidence the
+    ``evidence_cosine`` feature is the chunk's dense cosine, so a hybrid-fitted model misreads it.
+    ``none`` (no evidence signals at all) has no fitted model and gets the hybrid one."""
+    return LEXICAL_MODEL_PATH if evidence == "lexical" else DEFAULT_MODEL_PATH
 
 
 class ConfidenceModelError(ValueError):

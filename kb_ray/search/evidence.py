@@ -16,6 +16,7 @@ are given, by its cosine to the query; a longer window must beat a shorter one b
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,11 +120,26 @@ def coverage(terms: set[str], text: str) -> float:
     return sum(_stem(t) in found for t in terms) / len(terms)
 
 
+def window_coverage(terms: set[str], text: str, passages: Sequence[Passage]) -> np.ndarray:
+    """``coverage(terms, text[p.start:p.end])`` of every passage, with ``text`` tokenized once:
+    a window starts and ends at sentence bounds, so no word crosses its edges."""
+    if not terms:
+        return np.zeros(len(passages))
+    wanted = {_stem(t) for t in terms}
+    words = [(m.start(), stem) for m in _WORD.finditer(text) if (stem := _stem(m.group(0).lower())) in wanted]
+    starts = [start for start, _ in words]
+    stems = [_stem(t) for t in terms]
+    out = np.empty(len(passages), dtype=np.float64)
+    for n, p in enumerate(passages):
+        found = {stem for _, stem in words[bisect_left(starts, p.start):bisect_left(starts, p.end)]}
+        out[n] = sum(stem in found for stem in stems) / len(terms)
+    return out
+
+
 def best_passage(query: str, text: str, passages: list[Passage], *, cosines: np.ndarray | None = None,
                  lexical_weight: float = LEXICAL_WEIGHT, dense_weight: float = 1.0) -> tuple[int, dict[str, float]]:
     """Index of the best passage and its signals (``coverage``, ``cosine`` when given)."""
-    terms = query_terms(query)
-    cover = np.array([coverage(terms, text[p.start:p.end]) for p in passages], dtype=np.float64)
+    cover = window_coverage(query_terms(query), text, passages)
     score = lexical_weight * cover
     if cosines is not None:
         score = score + dense_weight * np.asarray(cosines, dtype=np.float64)

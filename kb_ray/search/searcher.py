@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 Mode = Literal["dense", "lexical", "hybrid", "page", "hybrid+page"]
 MODES = ("dense", "lexical", "hybrid", "page", "hybrid+page")
+EVIDENCE_MODES = ("none", "lexical", "hybrid")  # search.evidence; a request may choose another
 DENSE_MODES, LEXICAL_MODES, PAGE_MODES = ("dense", "hybrid", "hybrid+page"), ("lexical", "hybrid", "hybrid+page"), \
     ("page", "hybrid+page")
 
@@ -201,15 +202,17 @@ class HybridSearcher:
     def search(self, query: str = "", *, k: int | None = None, mode: Mode = "hybrid",
                filters: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,
                rerank: bool | None = None, query_multivector: np.ndarray | None = None,
-               context_chars: int = 0) -> SearchResult:
+               context_chars: int = 0, evidence: str | None = None) -> SearchResult:
         """Top ``k`` hits with citations, evidence and confidence; ``rerank=None`` reranks when a
-        reranker is set; ``context_chars`` > 0 adds neighbouring chunks as each hit's ``context``.
+        reranker is set; ``context_chars`` > 0 adds neighbouring chunks as each hit's ``context``;
+        ``evidence`` (none | lexical | hybrid) overrides ``search.evidence`` for this search.
 
         Page modes embed the query with the page embedder unless ``query_multivector`` is given."""
         loaded, timer = self._loaded, _Timer()
         k = self._validate(query, k=k, mode=mode, query_vector=query_vector, loaded=loaded,
                            query_multivector=query_multivector)
         self._check_context(context_chars)
+        evidence = self._evidence_mode(evidence)
         masks, page_mask = self._masks(loaded, filters)
         timer.lap("filter")
         if mode in DENSE_MODES:  # embedded once: retrieval and evidence scoring share it
@@ -234,7 +237,7 @@ class HybridSearcher:
         head = candidates[:max(k, depth)]
         hits = [self._hydrate(c, loaded, query, do_rerank) for c in head]
         timer.lap("hydrate")
-        abstain = self._assemble(hits, head, candidates, loaded, query, query_vector)
+        abstain = self._assemble(hits, head, candidates, loaded, query, query_vector, evidence)
         hits = resort_by_confidence(hits, depth=depth)[:k]
         if context_chars:
             self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
@@ -250,15 +253,22 @@ class HybridSearcher:
         return 0 if mode != "hybrid" or reranked else self.config.search.confidence_rerank
 
     def _assemble(self, hits: list[dict[str, Any]], head: list[Candidate], candidates: list[Candidate],
-                  loaded: _Loaded, query: str, query_vector: np.ndarray | None) -> bool | None:
+                  loaded: _Loaded, query: str, query_vector: np.ndarray | None, evidence: str) -> bool | None:
         chunks = [None if c.shard == PAGE_SHARD else chunk_text(c, loaded.shards[c.shard]) for c in head]
-        wants_vector = self.config.search.evidence == "hybrid" and any(c is not None for c in chunks)
+        wants_vector = evidence == "hybrid" and any(c is not None for c in chunks)
         if wants_vector and not self._embedder_matches(loaded.manifest):
             query_vector = None  # passages can only be scored against a query vector of the same model
         elif query_vector is None and wants_vector and query.strip():
             query_vector = self._query_vector(query, None, loaded.manifest)
-        self.assembler.evidence(query, hits, chunks, query_vector)
-        return self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates))
+        self.assembler.evidence(query, hits, chunks, query_vector, mode=evidence)
+        return self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates), mode=evidence)
+
+    def _evidence_mode(self, evidence: str | None) -> str:
+        if evidence is None:
+            return self.config.search.evidence
+        if evidence not in EVIDENCE_MODES:
+            raise SearchRequestError(f"unknown evidence mode {evidence!r}; use one of {', '.join(EVIDENCE_MODES)}")
+        return evidence
 
     def _embedder_matches(self, manifest: GenerationManifest) -> bool:
         """Whether the configured embedder made this generation's vectors (else evidence is lexical)."""

@@ -124,7 +124,8 @@ class ShardSearcher:
             searcher = self._searcher_for(request.get("as_of"))
             result = searcher.search(request["query"], k=request["k"], mode=request["mode"],
                                      filters=request.get("filter"), query_vector=query_vector, rerank=False,
-                                     context_chars=request.get("context_chars", 0))
+                                     context_chars=request.get("context_chars", 0),
+                                     evidence=request.get("evidence"))
         except NoCoveringGeneration as exc:
             return {"error": str(exc), "status": 409}
         except (SearchRequestError, FilterError, AsOfError) as exc:

@@ -15,6 +15,7 @@ from kb_ray.search.confidence import (
     abstains,
     fit_logistic,
     hit_features,
+    packaged_model_path,
 )
 
 
@@ -93,10 +94,25 @@ def test_abstain_when_no_hit_reaches_the_threshold():
     assert abstains([], below=0.5) is True
 
 
-def test_the_packaged_model_loads_with_a_threshold_in_range():
-    model = ConfidenceModel.load(DEFAULT_MODEL_PATH)
+@pytest.mark.parametrize("evidence", ["hybrid", "lexical"])
+def test_each_evidence_mode_has_a_packaged_model_fitted_with_it(evidence):
+    model = ConfidenceModel.load(packaged_model_path(evidence))
     assert model.abstain_below is not None and 0.0 < model.abstain_below < 1.0
-    assert model.info and model.info.get("fitted_on")
+    assert model.info and model.info.get("fitted_on") and model.info["evidence"] == evidence
+    assert packaged_model_path("none") == DEFAULT_MODEL_PATH
+
+
+def test_the_assembler_loads_the_model_of_its_evidence_mode(caplog):
+    """With lexical evidence ``evidence_cosine`` is the chunk's dense cosine: a hybrid-fitted
+    model would misread it, so the searcher takes the model fitted on lexical evidence."""
+    from kb_ray.config import SearchSettings
+    from kb_ray.search.assembly import HitAssembler
+
+    for evidence in ("hybrid", "lexical"):
+        assembler = HitAssembler(SearchSettings(evidence=evidence), embedder=lambda: None)
+        assert assembler.model.info["evidence"] == evidence
+        assert assembler.abstain_below == ConfidenceModel.load(packaged_model_path(evidence)).abstain_below
+    assert "not calibrated" not in caplog.text
 
 
 def test_abstain_is_unknown_without_a_dense_signal_and_decided_with_one():

@@ -15,6 +15,7 @@ from kb_ray.search.evidence import (
     query_terms,
     select_evidence,
     sentence_bounds,
+    window_coverage,
 )
 
 
@@ -108,3 +109,23 @@ def test_query_terms_drop_stopwords_unless_nothing_is_left():
     assert query_terms("What is the seal kit part number?") == {"seal", "kit", "part", "number"}
     assert query_terms("what is it") == {"what", "is", "it"}
     assert coverage({"seals", "valve"}, "one seal") == 0.5
+
+
+def test_window_coverage_equals_the_coverage_of_each_window_text():
+    """The one-pass tokenization (the default search's evidence cost, #12) matches scoring each
+    window's text on its own: no word crosses a window's edge."""
+    rng = random.Random(7)
+    vocab = ["pump", "pumps", "seal", "sealing", "kit", "AF-SK-118", "e.g.", "Dr.", "rated", "bar", "(see", "it)"]
+    for _ in range(50):
+        pieces = [" ".join(rng.choice(vocab) + rng.choice(["", ".", "!", "?", ".\n", ","]) for _ in range(12))
+                  for _ in range(rng.randint(1, 3))]
+        text = "\n".join(pieces)
+        spans, offset = [], 100
+        for piece in pieces:
+            spans.append((offset, offset + len(piece)))
+            offset += len(piece) + 5
+        passages = candidate_passages(text, spans)
+        for query in ("seal kit pumps", "the rated bar", "AF-SK-118", ""):
+            terms = query_terms(query)
+            expected = [coverage(terms, text[p.start:p.end]) for p in passages]
+            assert window_coverage(terms, text, passages).tolist() == expected

@@ -109,11 +109,59 @@ def test_confidence_rerank_orders_the_top_hits_by_confidence_and_keeps_the_rest(
     assert "confidence" not in resorted.search(query, k=3, mode="dense").hits[0]["ranks"]  # hybrid only
 
 
+class _CountingEmbedder:
+    """The text embedder, recording what each search asks it to embed."""
+
+    def __init__(self, embedder):
+        self.embedder, self.calls = embedder, []
+
+    def __getattr__(self, name):
+        return getattr(self.embedder, name)
+
+    def embed_query(self, text):
+        self.calls.append(("query", text))
+        return self.embedder.embed_query(text)
+
+    def embed_texts(self, texts):
+        self.calls.append(("texts", list(texts)))
+        return self.embedder.embed_texts(texts)
+
+
+def test_the_default_search_embeds_its_query_and_no_passage(golden_kb, text_embedder):
+    """``search.evidence`` defaults to lexical (#12: embedding the first hits' sentences made a
+    search ~20 times slower; benchmarks/results/eval.md): one query embedding per search."""
+    counting = _CountingEmbedder(text_embedder)
+    searcher = HybridSearcher.open(golden_config(golden_kb, "index.shards=1"), embedder=counting)
+    query = GOLDEN_QUERIES[0][0]
+    hits = searcher.search(query, k=10).hits
+    assert counting.calls == [("query", query)]
+    assert all(set(h["evidence"]["signals"]) == {"coverage"} for h in hits if h["evidence"])
+    assert any(h["evidence"] for h in hits)
+
+
+def test_a_request_may_ask_for_hybrid_evidence_and_gets_its_confidence_model(golden_kb, text_embedder):
+    """``evidence="hybrid"`` on one search (what answers ask for, answer.evidence) gives what
+    ``search.evidence: hybrid`` gives: the same passages, confidences and abstain flag."""
+    query = GOLDEN_QUERIES[0][0]
+    default = HybridSearcher.open(golden_config(golden_kb, "index.shards=1"), embedder=text_embedder)
+    configured = HybridSearcher.open(golden_config(golden_kb, "index.shards=1", "search.evidence=hybrid"),
+                                     embedder=text_embedder)
+    asked, hybrid = default.search(query, k=10, evidence="hybrid"), configured.search(query, k=10)
+    assert [(h["chunk_id"], h["evidence"], h["confidence"]) for h in asked.hits] == \
+        [(h["chunk_id"], h["evidence"], h["confidence"]) for h in hybrid.hits]
+    assert asked.abstain == hybrid.abstain and "cosine" in asked.hits[0]["evidence"]["signals"]
+    lexical = default.search(query, k=10)
+    assert [h["chunk_id"] for h in lexical.hits] == [h["chunk_id"] for h in asked.hits]  # evidence does not rank
+    with pytest.raises(SearchRequestError, match="evidence"):
+        default.search(query, k=10, evidence="dense")
+
+
 def test_only_the_first_evidence_dense_hits_embed_their_passages(golden_kb, text_embedder):
     query = GOLDEN_QUERIES[0][0]
-    every = HybridSearcher.open(golden_config(golden_kb, "index.shards=1", "search.evidence_dense_hits=10"),
+    hybrid = ("index.shards=1", "search.evidence=hybrid")
+    every = HybridSearcher.open(golden_config(golden_kb, *hybrid, "search.evidence_dense_hits=10"),
                                 embedder=text_embedder).search(query, k=10).hits
-    first3 = HybridSearcher.open(golden_config(golden_kb, "index.shards=1", "search.evidence_dense_hits=3"),
+    first3 = HybridSearcher.open(golden_config(golden_kb, *hybrid, "search.evidence_dense_hits=3"),
                                  embedder=text_embedder).search(query, k=10).hits
     assert [h["chunk_id"] for h in every] == [h["chunk_id"] for h in first3]  # ranking is untouched
     assert all("cosine" in h["evidence"]["signals"] for h in every)

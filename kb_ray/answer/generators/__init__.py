@@ -41,11 +41,13 @@ def make_generator(settings: AnswerSettings, *, embed: Callable[[list[str]], np.
     raise KbRayError(f"unknown answer.generator {settings.generator!r}; use one of {', '.join(GENERATORS)}")
 
 
-def abstain_threshold(settings: SearchSettings) -> float | None:
+def abstain_threshold(settings: SearchSettings, *, evidence: str | None = None) -> float | None:
     """The confidence under which the search abstains: ``search.abstain_below``, else the
-    threshold fitted with the confidence model (kb_ray/search/confidence.py)."""
+    threshold fitted with the confidence model of the ``evidence`` mode the searches use
+    (default ``search.evidence``; kb_ray/search/confidence.py)."""
     if settings.abstain_below is not None:
         return settings.abstain_below
-    from kb_ray.search.confidence import DEFAULT_MODEL_PATH, ConfidenceModel
+    from kb_ray.search.confidence import ConfidenceModel, packaged_model_path
 
-    return ConfidenceModel.load(settings.confidence_model_path or DEFAULT_MODEL_PATH).abstain_below
+    path = settings.confidence_model_path or packaged_model_path(evidence or settings.evidence)
+    return ConfidenceModel.load(path).abstain_below
