@@ -13,7 +13,9 @@ kb_ray/search/page_images.py), under the same lock and with the same engine.
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pypdfium2 as pdfium
@@ -116,27 +118,20 @@ def render_page(data: bytes, page_no: int, *, dpi: int, max_pixels: int) -> byte
     ``max_pixels`` (checked from the page size before a pixel is drawn), ``IndexError`` for a
     page the PDF does not have and ``ValueError`` for bytes pdfium cannot open."""
     scale = dpi / 72.0
-    with PDFIUM_LOCK:
+    with _opened(data) as pdf:
+        if not 1 <= page_no <= len(pdf):
+            raise IndexError(f"the PDF has pages 1..{len(pdf)}, not {page_no}")
+        page = pdf[page_no - 1]
         try:
-            pdf = pdfium.PdfDocument(data)
-        except pdfium.PdfiumError as exc:
-            raise ValueError(f"pdfium cannot open the PDF ({exc})") from exc
-        try:
-            if not 1 <= page_no <= len(pdf):
-                raise IndexError(f"the PDF has pages 1..{len(pdf)}, not {page_no}")
-            page = pdf[page_no - 1]
-            try:
-                width, height = page.get_size()
-                pixels = round(width * scale) * round(height * scale)
-                if pixels > max_pixels:
-                    raise PageTooLarge(f"page {page_no} at {dpi} dpi is {pixels} pixels, over the limit of {max_pixels}")
-                bitmap = page.render(scale=scale)
-                image = bitmap.to_pil().convert("RGB")
-                bitmap.close()
-            finally:
-                page.close()
+            width, height = page.get_size()
+            pixels = round(width * scale) * round(height * scale)
+            if pixels > max_pixels:
+                raise PageTooLarge(f"page {page_no} at {dpi} dpi is {pixels} pixels, over the limit of {max_pixels}")
+            bitmap = page.render(scale=scale)
+            image = bitmap.to_pil().convert("RGB")
+            bitmap.close()
         finally:
-            pdf.close()
+            page.close()
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", optimize=False, compress_level=6)
     return buffer.getvalue()
@@ -144,12 +139,20 @@ def render_page(data: bytes, page_no: int, *, dpi: int, max_pixels: int) -> byte
 
 def page_count(data: bytes) -> int:
     """How many pages a PDF has (under the pdfium lock); ``ValueError`` for bytes pdfium cannot open."""
+    with _opened(data) as pdf:
+        return len(pdf)
+
+
+@contextlib.contextmanager
+def _opened(data: bytes) -> Iterator[pdfium.PdfDocument]:
+    """The PDF opened under the process-wide pdfium lock, closed on exit; ``ValueError`` for bytes
+    pdfium cannot open."""
     with PDFIUM_LOCK:
         try:
             pdf = pdfium.PdfDocument(data)
         except pdfium.PdfiumError as exc:
             raise ValueError(f"pdfium cannot open the PDF ({exc})") from exc
         try:
-            return len(pdf)
+            yield pdf
         finally:
             pdf.close()
