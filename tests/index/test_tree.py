@@ -115,3 +115,32 @@ def test_a_tree_needs_the_generations_embedder(tmp_path):
     other.fingerprint = "another"
     with pytest.raises(CatalogError, match="index.tree"):
         build_index(_config(tmp_path / "kb"), text_embedder=other)
+
+
+def test_the_document_route_shows_the_indexed_nodes_nested(tmp_path):
+    from kb_ray.catalog import DeltaCatalog
+    from kb_ray.search.document_tree import document_tree
+
+    write_synthetic_catalog(tmp_path / "kb", DOCS)
+    config = _config(tmp_path / "kb")
+    manifest = build_index(config, text_embedder=HashEmbedder())
+    catalog = DeltaCatalog.open(config.kb_root, create=False)
+    view = document_tree(catalog, "doc_manual", analyzer=TextAnalyzer())
+    root = view["tree"]
+    assert view["collection"] == "alpha" and root["heading_path"] == [] and root["subtree_chunks"] == 5
+    (manual,) = root["children"]
+    assert [c["title"] for c in manual["children"]] == ["Installation", "Maintenance"]
+    assert manual["children"][0]["children"][0]["chunk_ids"] == ["ch_manual_2"]
+
+    def flat(node):
+        return [node, *(n for child in node["children"] for n in flat(child))]
+
+    folder = Path(local_generation_dir(config.kb_root, manifest.generation_id)) / "tree"
+    indexed = {row["node_id"]: row for row in pq.read_table(folder / "nodes.parquet").to_pylist()
+               if row["document_id"] == "doc_manual"}
+    assert {n["node_id"] for n in flat(root)} == set(indexed)
+    for node in flat(root):
+        row = indexed[node["node_id"]]
+        assert (node["summary"], node["key_terms"], node["chunk_ids"], node["span"]) == \
+            (row["summary"], row["key_terms"], row["chunk_ids"], [row["span_start"], row["span_end"]])
+    assert document_tree(catalog, "doc_nope", analyzer=TextAnalyzer()) is None
