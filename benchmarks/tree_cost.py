@@ -1,12 +1,14 @@
 """Index-time cost of the section tree (docs/tree.md), in seconds per 1,000 chunks.
 
-    python benchmarks/tree_cost.py --set kb_root=/tmp/t19_gold [--repeat 3]
+    python benchmarks/tree_cost.py --set kb_root=/tmp/t19_gold [--repeat 3] [--queries golden/queries.jsonl]
 
 Reads the hydration rows of the live generation's catalog versions once, loads the text
 embedder once, then times, per repeat: the nodes (sections, summaries, key terms), the node
 embedding and the BM25 index, and beside them the text shards of the same rows (FAISS + BM25,
 no embedding: the chunk vectors come from the catalog), runs interleaved so the ratio holds on
 a loaded machine; the median counts. Model load is reported apart (once per build).
+With ``--queries`` it also times in-process search of each query in ``hybrid`` and ``tree``
+mode, interleaved (one warm-up pass first), and prints p50 / p95 per mode.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--queries", default=None, help="a JSONL eval dataset: also time hybrid vs tree queries")
     args = parser.parse_args()
     config = load_config(ROOT / "conf" / "local.yaml", overrides=args.overrides)
     manifest = load_manifest(config.kb_root, read_current(config.kb_root))
@@ -56,6 +59,27 @@ def main() -> None:
     for name, seconds in runs.items():
         median = statistics.median(seconds)
         print(f"{name:7s} median {median:.3f} s = {1000 * median / chunks:.3f} s per 1,000 chunks")
+    if args.queries:
+        query_latency(config, embedder, args.queries)
+
+
+def query_latency(config, embedder, path: str) -> None:
+    import json
+
+    import numpy as np
+
+    from kb_ray.search import HybridSearcher
+
+    searcher = HybridSearcher.open(config, embedder=embedder)
+    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()]
+    for query in queries[:5]:  # warm-up
+        searcher.search(query, mode="tree", k=10)
+    times: dict[str, list[float]] = {"hybrid": [], "tree": []}
+    for query in queries:
+        for mode in times:
+            times[mode].append(_timed(lambda: searcher.search(query, mode=mode, k=10)) * 1000)
+    for mode, ms in times.items():
+        print(f"{mode:7s} {len(ms)} queries: p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms")
 
 
 def _timed(work) -> float:
