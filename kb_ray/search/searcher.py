@@ -7,7 +7,8 @@ scores, kb_ray.search.fusion) → optional cross-encoder rerank → hydrate the 
 evidence and confidence, re-sort the top ``search.confidence_rerank`` by confidence (hybrid
 mode without a cross-encoder) → ``k`` hits. Because the gate (documents' current active
 versions, re-read every ``gate_max_age_s`` seconds) is part of the mask, tombstoned or superseded chunks never take a slot, and a query
-returns exactly ``k`` hits whenever at least ``k`` allowed chunks match.
+returns exactly ``k`` hits whenever at least ``k`` allowed chunks match. Mode ``tree`` first
+picks sections (kb_ray/search/tree.py, docs/tree.md) and narrows the masks to their chunks.
 """
 
 from __future__ import annotations
