@@ -271,6 +271,18 @@ class IndexSettings(_Settings):
     auto_refresh: bool = True
     refresh_interval_s: float = Field(1.0, gt=0)
     compact_ratio: float = Field(0.25, gt=0)
+    # the section tree of each generation (kb_ray/index/tree.py, docs/tree.md) for search mode "tree";
+    # off by default: it costs an embedding of every section at build time and has not won the eval sets
+    tree: bool = False
+
+
+class TreeSearchSettings(_Settings):
+    """Search mode ``tree`` (kb_ray/search/tree.py, docs/tree.md)."""
+
+    candidates: int = Field(50, ge=1)  # sections per retriever (dense, lexical) before fusion
+    max_steps: int = Field(64, ge=1)  # descent budget: heap pops (a branch expanded or a section taken)
+    min_chunks: int = Field(20, ge=1)  # stop taking sections once they hold max(k, min_chunks) chunks
+    fuse_sections: bool = True  # the sections' order is a third ranked list in the chunk fusion
 
 
 class SearchSettings(_Settings):
@@ -324,6 +336,7 @@ class SearchSettings(_Settings):
     # (MRR 0.766 -> 0.705) and on test too (0.713 -> 0.692); only golden gained (benchmarks/results/eval.md)
     confidence_rerank: int = Field(0, ge=0)
     max_context_chars: int = 8000  # upper bound of a request's context_chars
+    tree: TreeSearchSettings = Field(default_factory=TreeSearchSettings)
 
     @model_validator(mode="after")
     def _one_reranker(self) -> SearchSettings:

@@ -102,6 +102,8 @@ class SyntheticDoc:
     metadata: dict = field(default_factory=dict)
     chunks: int = 2
     active: bool = True
+    texts: list[str] | None = None  # chunk texts (default: generated; sets ``chunks``)
+    headings: list[list[str]] | None = None  # heading path per chunk (default: [title])
 
 
 def synthetic_docs(count: int = 48) -> list[SyntheticDoc]:
@@ -138,7 +140,7 @@ def _schema(name: str) -> pa.Schema:
 
 def _synthetic_rows(doc: SyntheticDoc, rows: dict, rng, *, dim: int, embedder_fp: str) -> None:
     document_id, version_id = f"doc_{doc.key}", f"ver_{doc.key}"
-    texts = [f"common term {doc.key} part {n} about {doc.collection} things" for n in range(doc.chunks)]
+    texts = doc.texts or [f"common term {doc.key} part {n} about {doc.collection} things" for n in range(doc.chunks)]
     canonical = "\n\n".join(texts)
     rows["documents"].append({
         "document_id": document_id, "collection": doc.collection, "key": doc.key, "uri": f"mem://{doc.key}",
@@ -151,7 +153,8 @@ def _synthetic_rows(doc: SyntheticDoc, rows: dict, rng, *, dim: int, embedder_fp
         chunk_id, sha = f"ch_{doc.key}_{n}", f"sha_{doc.key}_{n}"
         vector = rng.normal(size=dim).astype(np.float32)
         rows["chunks"].append({"chunk_id": chunk_id, "document_id": document_id, "text": text,
-                               "heading_path": [f"Title {doc.key}"], "embed_text_sha": sha})
+                               "heading_path": doc.headings[n] if doc.headings else [f"Title {doc.key}"],
+                               "embed_text_sha": sha})
         rows["version_chunks"].append({"version_id": version_id, "chunk_id": chunk_id, "ordinal": n,
                                        "spans": [{"start": start, "end": start + len(text)}], "pages": [1],
                                        "regions": [{"page": 1, "x0": 0.1, "y0": 0.1 * n, "x1": 0.9, "y1": 0.1 * n + 0.05}]})

@@ -24,6 +24,7 @@ ROUTE_ROLES: tuple[tuple[str, str, str], ...] = (
     ("GET", r"/v1/documents/[^/]+/versions", "reader"),
     ("GET", r"/v1/documents/[^/]+/pages/[^/]+\.png", "reader"),
     ("GET", r"/v1/documents/[^/]+/text", "reader"),
+    ("GET", r"/v1/documents/[^/]+/tree", "reader"),
     ("GET", r"/v1/chunks/[^/]+", "reader"),
     ("GET", r"/v1/ingests/[^/]+", "reader"),
     ("POST", r"/v1/documents", "writer"),

@@ -30,7 +30,7 @@ from kb_ray.eval.resolve import (
 
 logger = logging.getLogger(__name__)
 
-EVAL_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank", "page", "hybrid+page")
+EVAL_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank", "page", "hybrid+page", "tree")
 DEFAULT_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank")
 PAGE_MODES = ("page", "hybrid+page")
 SPAN_K = 5  # top hits whose spans are scored against the gold spans
@@ -125,6 +125,8 @@ def unavailable_reason(mode: str, searcher: Any) -> str | None:
         return f"unknown mode {mode!r}; use {', '.join(EVAL_MODES)}"
     if mode in PAGE_MODES and not getattr(searcher, "has_page_index", False):
         return "not available: the generation has no page index (ingest with pages.enabled=true, then build-index)"
+    if mode == "tree" and not getattr(searcher, "has_tree_index", False):
+        return "not available: the generation has no section tree (build-index with --set index.tree=true)"
     if mode == "hybrid+rerank" and getattr(searcher, "reranker", None) is None:
         return "not available: no reranker configured (set search.rerank_model_path or search.rerank_endpoint)"
     return None

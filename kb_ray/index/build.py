@@ -19,6 +19,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -48,6 +49,7 @@ from kb_ray.index.manifest import (
 )
 from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.rows import INDEXED_TABLES, open_session, read_index_rows, resolve_embedder_fp
+from kb_ray.index.tree import TREE_DIR, build_tree_index, tree_spec
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +67,14 @@ def lexical_text(heading_path: list[str] | None, text: str) -> str:
 
 def index_spec(settings: IndexSettings) -> dict:
     """Everything that changes what a generation contains (not where or whether it goes live)."""
+    spec = _base_spec(settings)
     if settings.lexical == "bm25":
-        return {**_base_spec(settings), "lexical_text": {
+        spec["lexical_text"] = {
             "channels": list(CHANNELS), "heading_in_body": settings.lexical_heading_in_body,
-            "analyzer": _analyzer(settings).spec(), "statistics": "generation"}}
-    return _base_spec(settings)
+            "analyzer": _analyzer(settings).spec(), "statistics": "generation"}
+    if settings.tree:
+        spec["tree"] = tree_spec(_analyzer(settings))
+    return spec
 
 
 def _analyzer(settings: IndexSettings) -> TextAnalyzer:
@@ -90,8 +95,11 @@ def _base_spec(settings: IndexSettings) -> dict:
 
 
 def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = None,
-                embedder_fp: str | None = None) -> GenerationManifest:
-    """Build (or find) the generation for these catalog versions and return its manifest."""
+                embedder_fp: str | None = None, text_embedder: Any = None) -> GenerationManifest:
+    """Build (or find) the generation for these catalog versions and return its manifest.
+
+    With ``index.tree`` the section tree's nodes are embedded with ``text_embedder`` (default:
+    the configured one), which must be the embedder of the generation's chunk vectors."""
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
     versions = _resolve_versions(catalog, catalog_versions)
     connection = open_session(catalog, versions)
@@ -107,7 +115,7 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
         manifest = _existing_manifest(config, generation_id)
         if manifest is None:
             manifest = _build(config, connection, spec=spec, versions=versions, embedder_fp=fp,
-                              generation_id=generation_id, page_fp=page_fp)
+                              generation_id=generation_id, page_fp=page_fp, text_embedder=text_embedder)
     finally:
         connection.close()
     _record_generation(catalog, config, manifest)
@@ -149,7 +157,7 @@ def _existing_manifest(config: KbConfig, generation_id: str) -> GenerationManife
 
 
 def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int], embedder_fp: str,
-           generation_id: str, page_fp: str | None = None) -> GenerationManifest:
+           generation_id: str, page_fp: str | None = None, text_embedder: Any = None) -> GenerationManifest:
     started = time.perf_counter()
     hydration, vector_column = read_index_rows(connection, embedder_fp)
     vectors = _vectors(vector_column)
@@ -157,12 +165,16 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
     try:
         shards = _write_shards(staged, hydration, vectors, config.index)
         pages = build_page_index(staged / PAGES_DIR, connection, page_fp) if page_fp else None
+        tree_started = time.perf_counter()
+        tree = _build_tree(staged, hydration, config, embedder_fp, text_embedder) if "tree" in spec else None
+        tree_seconds = time.perf_counter() - tree_started
         manifest = GenerationManifest(
             generation_id=generation_id, kind="hybrid", spec=spec, catalog_versions=versions,
             embedder_fp=embedder_fp, dim=int(vectors.shape[1]), lexical_type=config.index.lexical,
-            shards=shards, created_at=datetime.now(timezone.utc).isoformat(), pages=pages,
+            shards=shards, created_at=datetime.now(timezone.utc).isoformat(), pages=pages, tree=tree,
             stats={"rows": hydration.num_rows, "pages": pages["rows"] if pages else 0,
-                   "build_seconds": round(time.perf_counter() - started, 3)},
+                   "build_seconds": round(time.perf_counter() - started, 3),
+                   **({"tree_nodes": tree["rows"], "tree_seconds": round(tree_seconds, 3)} if tree else {})},
         )
         (staged / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
         generations.publish(staged, config.kb_root, generation_id, storage_options=config.storage_options)
@@ -172,6 +184,19 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
     logger.info("built index generation %s: %d chunks in %d shards (%.1fs)", generation_id,
                 hydration.num_rows, len(shards), time.perf_counter() - started)
     return manifest
+
+
+def _build_tree(staged: Path, hydration: pa.Table, config: KbConfig, embedder_fp: str,
+                text_embedder: Any) -> dict | None:
+    if text_embedder is None:
+        from kb_ray.embedding.text import TextEmbedder
+
+        text_embedder = TextEmbedder.from_settings(config.embedding)
+    if hydration.num_rows and text_embedder.fingerprint != embedder_fp:
+        raise CatalogError(f"index.tree embeds sections with the generation's embedder {embedder_fp}, but the "
+                           f"configured one is {text_embedder.fingerprint}: restore the embedding settings "
+                           "or build without index.tree")
+    return build_tree_index(staged / TREE_DIR, hydration, embedder=text_embedder, analyzer=_analyzer(config.index))
 
 
 def _vectors(column: pa.ChunkedArray) -> np.ndarray:

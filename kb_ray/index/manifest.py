@@ -48,6 +48,7 @@ class GenerationManifest:
     created_at: str
     stats: dict[str, Any] = field(default_factory=dict)
     pages: dict[str, Any] | None = None  # the page index (kb_ray.index.pages), when page embeddings exist
+    tree: dict[str, Any] | None = None  # the section tree (kb_ray.index.tree), with index.tree
 
     @property
     def rows(self) -> int:

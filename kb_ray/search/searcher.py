@@ -7,7 +7,8 @@ scores, kb_ray.search.fusion) → optional cross-encoder rerank → hydrate the 
 evidence and confidence, re-sort the top ``search.confidence_rerank`` by confidence (hybrid
 mode without a cross-encoder) → ``k`` hits. Because the gate (documents' current active
 versions, re-read every ``gate_max_age_s`` seconds) is part of the mask, tombstoned or superseded chunks never take a slot, and a query
-returns exactly ``k`` hits whenever at least ``k`` allowed chunks match.
+returns exactly ``k`` hits whenever at least ``k`` allowed chunks match. Mode ``tree`` first
+picks sections (kb_ray/search/tree.py, docs/tree.md) and narrows the masks to their chunks.
 """
 
 from __future__ import annotations
@@ -36,14 +37,15 @@ from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import Reranker, reranker_from_settings
 from kb_ray.search.segment_sets import SegmentSets, attach_segments
 from kb_ray.search.shard import SearchShard, gather_ranked
+from kb_ray.search.tree import SectionTree, section_chunks
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["dense", "lexical", "hybrid", "page", "hybrid+page"]
-MODES = ("dense", "lexical", "hybrid", "page", "hybrid+page")
+Mode = Literal["dense", "lexical", "hybrid", "page", "hybrid+page", "tree"]
+MODES = ("dense", "lexical", "hybrid", "page", "hybrid+page", "tree")
 EVIDENCE_MODES = ("none", "lexical", "hybrid")  # search.evidence; a request may choose another
-DENSE_MODES, LEXICAL_MODES, PAGE_MODES = ("dense", "hybrid", "hybrid+page"), ("lexical", "hybrid", "hybrid+page"), \
-    ("page", "hybrid+page")
+DENSE_MODES, LEXICAL_MODES, PAGE_MODES = ("dense", "hybrid", "hybrid+page", "tree"), \
+    ("lexical", "hybrid", "hybrid+page", "tree"), ("page", "hybrid+page")
 
 
 @dataclass
@@ -56,11 +58,13 @@ class SearchResult:
     timing_ms: dict[str, float] = field(default_factory=dict)
     abstain: bool | None = None  # best hit confidence < search.abstain_below (None: no threshold known)
     rerank_error: str | None = None  # why a configured rerank failed (the fused order was kept)
+    tree: dict[str, Any] | None = None  # tree mode: the sections taken and the descent's steps
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": self.hits, "generation": self.generation, "mode": self.mode, "k": self.k,
                 "reranked": self.reranked, "abstain": self.abstain, "timing_ms": self.timing_ms,
-                **({"rerank_error": self.rerank_error} if self.rerank_error else {})}
+                **({"rerank_error": self.rerank_error} if self.rerank_error else {}),
+                **({"tree": self.tree} if self.tree is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class _Loaded:
     locator: ChunkLocator | None = None
     sets: SegmentSets | None = None  # the base and delta segment shards as loaded (kb_ray/search/segment_sets.py)
     lineage: GenerationManifest | None = None  # with segments: catalog_versions of the newest one
+    tree: SectionTree | None = None  # the section tree (index.tree), base generation only
 
     @property
     def segment(self) -> int:
@@ -148,6 +153,10 @@ class HybridSearcher:
         return self._loaded.pages is not None
 
     @property
+    def has_tree_index(self) -> bool:
+        return self._loaded.tree is not None
+
+    @property
     def segment(self) -> int:
         """The newest delta segment of the generation being served (0: none)."""
         return self._loaded.segment
@@ -164,7 +173,7 @@ class HybridSearcher:
                 if upto == self._loaded.segment:
                     return False
                 self._loaded = self._with_segments(self._loaded.manifest, self._loaded.sets, self._loaded.pages,
-                                                   upto=upto)
+                                                   upto=upto, tree=self._loaded.tree)
                 self.gate.invalidate()  # a segment's documents are active: do not wait out the gate's cache
                 logger.info("search loaded segments of %s up to %d", current, upto)
                 return True
@@ -185,17 +194,18 @@ class HybridSearcher:
         folder = local_generation_dir(self.config.kb_root, generation_id, storage_options=options)
         shards = [SearchShard.load(folder, info, manifest.lexical_type) for info in manifest.shards]
         pages = PageIndex.load(folder, manifest.pages) if manifest.pages else None
+        tree = SectionTree.load(folder, manifest.tree) if manifest.tree else None
         logger.info("loaded generation %s (%d chunks, %d shards, %d pages)", generation_id, manifest.rows,
                     len(shards), manifest.pages["rows"] if manifest.pages else 0)
         upto = self.pinned_segment if self.pinned_segment is not None else \
             latest_segment(self.config.kb_root, generation_id, storage_options=options)
-        return self._with_segments(manifest, SegmentSets(shards), pages, upto=upto)
+        return self._with_segments(manifest, SegmentSets(shards), pages, upto=upto, tree=tree)
 
     def _with_segments(self, manifest: GenerationManifest, sets: SegmentSets, pages: PageIndex | None, *,
-                       upto: int) -> _Loaded:
+                       upto: int, tree: SectionTree | None = None) -> _Loaded:
         sets, shards = attach_segments(self.config, manifest, sets, upto=upto)
         lineage = lineage_manifest(manifest, sets.segments[-1]) if sets.segments else None
-        return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets, lineage)
+        return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets, lineage, tree)
 
     # -- searching ---------------------------------------------------------------------
 
@@ -217,6 +227,10 @@ class HybridSearcher:
         timer.lap("filter")
         if mode in DENSE_MODES:  # embedded once: retrieval and evidence scoring share it
             query_vector = self._query_vector(query, query_vector, loaded.manifest)
+        full_masks, tree_ranked, tree_info = masks, None, None
+        if mode == "tree":
+            masks, tree_ranked, tree_info = self._tree_select(loaded, query, query_vector, filters, masks, k)
+            timer.lap("tree")
         do_rerank = self.reranker is not None and rerank is not False
         if rerank and self.reranker is None:
             raise SearchRequestError("rerank was requested but no reranker is configured "
@@ -226,7 +240,12 @@ class HybridSearcher:
         if mode in PAGE_MODES:
             ranked["page"] = self._page_retrieve(loaded, query, n=n, mask=page_mask, given=query_multivector)
             timer.lap("page")
+        if tree_ranked is not None and self.config.search.tree.fuse_sections:
+            ranked["tree"] = tree_ranked
         candidates = self._fuse(ranked, loaded)
+        if mode == "tree" and len(candidates) < k:  # the sections held too few: the rest in hybrid order
+            candidates = self._filled(candidates, loaded, query, n=n, masks=full_masks, query_vector=query_vector,
+                                      timer=timer)
         timer.lap("fuse")
         rerank_error = None
         if do_rerank:
@@ -236,6 +255,9 @@ class HybridSearcher:
         depth = self._confidence_depth(mode, do_rerank)
         head = candidates[:max(k, depth)]
         hits = [self._hydrate(c, loaded, query, do_rerank) for c in head]
+        if mode == "tree":
+            for hit in hits:
+                hit["section_id"], hit["section_path"] = loaded.tree.section_path(hit["chunk_id"])
         timer.lap("hydrate")
         abstain = self._assemble(hits, head, candidates, loaded, query, query_vector, evidence)
         hits = resort_by_confidence(hits, depth=depth)[:k]
@@ -243,7 +265,35 @@ class HybridSearcher:
             self.assembler.context(hits, context_chars=context_chars, neighbour=loaded.locator)
         timer.lap("evidence")
         return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
-                            reranked=do_rerank, timing_ms=timer.total(), abstain=abstain, rerank_error=rerank_error)
+                            reranked=do_rerank, timing_ms=timer.total(), abstain=abstain, rerank_error=rerank_error,
+                            tree=tree_info)
+
+    # -- tree mode (kb_ray/search/tree.py) -----------------------------------------------
+
+    def _tree_select(self, loaded: _Loaded, query: str, query_vector: np.ndarray | None,
+                     filters: dict[str, Any] | None, masks: list[np.ndarray], k: int):
+        settings = self.config.search
+        token, active = self.gate.snapshot()
+        search_filter = parse_filters(filters, filterable_metadata=self.config.index.filterable_metadata)
+        node_mask = loaded.tree.mask(search_filter, gate_token=token, active_versions=active)
+        scores = loaded.tree.scores(query, query_vector, node_mask, settings)
+        descent = loaded.tree.descend(scores, target_chunks=max(k, settings.tree.min_chunks),
+                                      max_steps=settings.tree.max_steps)
+        narrowed, ranked = section_chunks(loaded.tree, descent, loaded.shards, masks)
+        info = {"sections": [{"node_id": loaded.tree.node_ids[row], "path": loaded.tree.paths[row],
+                              "score": round(descent.scores[row], 6)} for row in descent.sections],
+                "trace": descent.trace}
+        return narrowed, ranked, info
+
+    def _filled(self, candidates: list[Candidate], loaded: _Loaded, query: str, *, n: int,
+                masks: list[np.ndarray], query_vector: np.ndarray | None, timer: _Timer) -> list[Candidate]:
+        seen = {c.chunk_id for c in candidates}
+        rest = self._fuse(self._retrieve(loaded, query, mode="hybrid", n=n, masks=masks, query_vector=query_vector,
+                                         timer=timer), loaded)
+        extra = [c for c in rest if c.chunk_id not in seen]
+        for rank, candidate in enumerate(extra, len(candidates) + 1):
+            candidate.ranks["fused"] = rank
+        return candidates + extra
 
     # -- hit assembly: evidence, confidence, context ------------------------------------
 
@@ -284,6 +334,9 @@ class HybridSearcher:
         manifest = loaded.manifest
         if mode not in MODES:
             raise SearchRequestError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+        if mode == "tree" and loaded.tree is None:
+            raise SearchRequestError(f"generation {manifest.generation_id} has no section tree: build the index "
+                                     "with index.tree=true")
         if mode in PAGE_MODES and loaded.pages is None:
             raise SearchRequestError(f"generation {manifest.generation_id} has no page index: ingest with "
                                      "pages.enabled=true, then build_index")

@@ -16,7 +16,8 @@
   (``POST /v1/documents``, ``GET /v1/ingests/{id}``) and ``DELETE /v1/documents/{id}``
   through kb_ray/serving/uploads.py (docs/upload.md); the read API
   (``GET /v1/documents``, ``/v1/documents/{id}/versions``, ``/v1/chunks/{id}``) and ``GET /metrics``
-  (docs/documents_api.md); the browser viewer's routes, ``/v1/documents/{id}/text``,
+  (docs/documents_api.md); ``GET /v1/documents/{id}/tree`` (docs/tree.md); the browser viewer's routes,
+  ``/v1/documents/{id}/text``,
   ``/v1/documents/{id}/pages/{n}.png`` (kb_ray/search/page_images.py) and the static ``/ui``
   (kb_ray/serving/viewer.py, docs/viewer.md). ``as_of`` searches go to a searcher pinned to a past point
   (kb_ray/search/as_of.py), 409 when no retained generation covers it.
@@ -271,7 +272,7 @@ class SearchIngress:
         if not request.query.strip():
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
         self._check_query_length(request.query)
-        needs_vector = request.mode in ("dense", "hybrid", "hybrid+page")
+        needs_vector = request.mode in ("dense", "hybrid", "hybrid+page", "tree")
         vector = await call_once_more_if_replica_died(self.embedder.embed, request.query) if needs_vector else None
         embed_ms = (time.perf_counter() - started) * 1000
         body = request.model_dump()
@@ -328,6 +329,18 @@ class SearchIngress:
         view = await asyncio.to_thread(document_text, self._read_catalog(), document_id)
         self._check_visible(http, view, f"no document {document_id}")
         return JSONResponse({key: view[key] for key in ("document_id", "version_id", "title", "mime", "text")})
+
+    @api.get("/v1/documents/{document_id}/tree")
+    async def document_tree(self, document_id: str, http: Request) -> JSONResponse:
+        """The active version's section tree, nested (docs/tree.md); 404 for an unknown, deleted or
+        foreign document."""
+        from kb_ray.index.analyzer import TextAnalyzer
+        from kb_ray.search.document_tree import document_tree
+
+        analyzer = TextAnalyzer(stem=self.config.index.lexical_stem, identifiers=self.config.index.lexical_identifiers)
+        view = await asyncio.to_thread(document_tree, self._read_catalog(), document_id, analyzer=analyzer)
+        self._check_visible(http, view, f"no document {document_id}")
+        return JSONResponse({key: view[key] for key in ("document_id", "version_id", "title", "uri", "tree")})
 
     @api.get("/v1/documents/{document_id}/pages/{page_no}.png")
     async def page_image(self, document_id: str, page_no: int, http: Request, dpi: int | None = None) -> Response:

@@ -131,6 +131,18 @@ def test_page_images_honour_the_tenant_acl_and_the_key(service):
     assert get(text, keys["other"]).status_code == 404  # tenant
 
 
+def test_document_tree_honours_the_tenant_acl_and_the_delete(service):
+    keys, policy = service["keys"], service["policy"]
+    tree = get(f"/v1/documents/{policy}/tree", keys["team-a"])
+    assert tree.status_code == 200, tree.text
+    root = tree.json()["tree"]
+    assert root["heading_path"] == [] and root["children"] and root["subtree_chunks"] >= 1
+    assert all(child["heading_path"][:-1] == [] for child in root["children"])
+    assert get(f"/v1/documents/{policy}/tree", keys["reader"]).status_code == 404  # acl
+    assert get(f"/v1/documents/{policy}/tree", keys["other"]).status_code == 404  # tenant
+    assert get(f"/v1/documents/{service['manual']}/tree", keys["reader"]).status_code == 404  # deleted
+
+
 def test_as_of_before_and_after_the_delete_and_a_too_old_point(service):
     keys, manual = service["keys"], service["manual"]
     deadline = time.monotonic() + 10

@@ -12,7 +12,8 @@ from kb_ray.serving.deployments import api
 READ_ROUTES = {("GET", "/v1/documents"): "reader", ("GET", "/v1/documents/{document_id}/versions"): "reader",
                ("GET", "/v1/chunks/{chunk_id}"): "reader", ("GET", "/metrics"): "admin",
                ("GET", "/v1/documents/{document_id}/pages/{page_no}.png"): "reader",
-               ("GET", "/v1/documents/{document_id}/text"): "reader"}
+               ("GET", "/v1/documents/{document_id}/text"): "reader",
+               ("GET", "/v1/documents/{document_id}/tree"): "reader"}
 
 
 def _api_routes(routes) -> list[APIRoute]:

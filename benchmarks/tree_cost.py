@@ -1,0 +1,92 @@
+"""Index-time cost of the section tree (docs/tree.md), in seconds per 1,000 chunks.
+
+    python benchmarks/tree_cost.py --set kb_root=/tmp/t19_gold [--repeat 3] [--queries golden/queries.jsonl]
+
+Reads the hydration rows of the live generation's catalog versions once, loads the text
+embedder once, then times, per repeat: the nodes (sections, summaries, key terms), the node
+embedding and the BM25 index, and beside them the text shards of the same rows (FAISS + BM25,
+no embedding: the chunk vectors come from the catalog), runs interleaved so the ratio holds on
+a loaded machine; the median counts. Model load is reported apart (once per build).
+With ``--queries`` it also times in-process search of each query in ``hybrid`` and ``tree``
+mode, interleaved (one warm-up pass first), and prints p50 / p95 per mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.config import load_config
+from kb_ray.embedding.text import TextEmbedder
+from kb_ray.index import build as build_module
+from kb_ray.index.generations import load_manifest, read_current
+from kb_ray.index.rows import open_session, read_index_rows
+from kb_ray.index.tree import build_tree_index, node_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--queries", default=None, help="a JSONL eval dataset: also time hybrid vs tree queries")
+    args = parser.parse_args()
+    config = load_config(ROOT / "conf" / "local.yaml", overrides=args.overrides)
+    manifest = load_manifest(config.kb_root, read_current(config.kb_root))
+    catalog = DeltaCatalog.open(config.kb_root, create=False)
+    connection = open_session(catalog, manifest.catalog_versions)
+    hydration, vectors = read_index_rows(connection, manifest.embedder_fp)
+    vectors = build_module._vectors(vectors)
+    started = time.perf_counter()
+    embedder = TextEmbedder.from_settings(config.embedding)
+    load_s = time.perf_counter() - started
+    analyzer = build_module._analyzer(config.index)
+    runs: dict[str, list[float]] = {"nodes": [], "tree": [], "shards": []}
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as scratch:
+            runs["nodes"].append(_timed(lambda: node_rows(hydration, analyzer)))
+            runs["tree"].append(_timed(lambda: build_tree_index(Path(scratch) / "tree", hydration,
+                                                                embedder=embedder, analyzer=analyzer)))
+            runs["shards"].append(_timed(lambda: build_module._write_shards(Path(scratch) / "s", hydration, vectors,
+                                                                            config.index)))
+    chunks, nodes = hydration.num_rows, node_rows(hydration, analyzer).num_rows
+    print(f"{chunks} chunks, {nodes} nodes; embedder load {load_s:.2f} s (once per build)")
+    for name, seconds in runs.items():
+        median = statistics.median(seconds)
+        print(f"{name:7s} median {median:.3f} s = {1000 * median / chunks:.3f} s per 1,000 chunks")
+    if args.queries:
+        query_latency(config, embedder, args.queries)
+
+
+def query_latency(config, embedder, path: str) -> None:
+    import json
+
+    import numpy as np
+
+    from kb_ray.search import HybridSearcher
+
+    searcher = HybridSearcher.open(config, embedder=embedder)
+    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()]
+    for query in queries[:5]:  # warm-up
+        searcher.search(query, mode="tree", k=10)
+    times: dict[str, list[float]] = {"hybrid": [], "tree": []}
+    for query in queries:
+        for mode in times:
+            times[mode].append(_timed(lambda: searcher.search(query, mode=mode, k=10)) * 1000)
+    for mode, ms in times.items():
+        print(f"{mode:7s} {len(ms)} queries: p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms")
+
+
+def _timed(work) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    main()

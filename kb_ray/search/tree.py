@@ -1,0 +1,148 @@
+"""Search mode ``tree``: pick sections, then rank their chunks (docs/tree.md).
+
+``SectionTree`` is a generation's section tree as loaded (kb_ray/index/tree.py). Per query:
+
+1. the nodes allowed by the filter and the hydration gate (the same mask as chunks get)
+   are scored: dense (flat FAISS over the node texts) and lexical (channel BM25), top
+   ``search.tree.candidates`` each, fused by RRF (``search.rrf_k``);
+2. best-first descent: a heap seeded with the document roots, keyed by the best score in
+   each branch; popping a branch pushes its children and the node's own chunks as a
+   "section" item; popping a section takes it. It stops when the sections taken hold
+   ``max(k, search.tree.min_chunks)`` chunks, after ``search.tree.max_steps`` pops, or when
+   no scored branch is left. The steps are returned as the descent's ``trace``.
+
+The searcher (kb_ray/search/searcher.py) then runs its dense + lexical retrieval with the
+chunk masks narrowed to the chunks of the sections taken.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kb_ray.config import SearchSettings
+from kb_ray.index.channels import ChannelBm25Index
+from kb_ray.index.dense import FaissShard
+from kb_ray.search.filters import SearchFilter, metadata_column
+
+
+@dataclass
+class Descent:
+    """The sections a descent took (node rows, best first), their scores and its steps."""
+
+    sections: list[int] = field(default_factory=list)
+    scores: dict[int, float] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SectionTree:
+    def __init__(self, info: dict[str, Any], nodes: pa.Table, dense: FaissShard, lexical: ChannelBm25Index) -> None:
+        self.info, self.nodes, self.dense, self.lexical = info, nodes, dense, lexical
+        self.node_ids: list[str] = nodes.column("node_id").to_pylist()
+        self.chunk_ids: list[list[str]] = [list(c or []) for c in nodes.column("chunk_ids").to_pylist()]
+        self.paths: list[list[str]] = [list(p or []) for p in nodes.column("heading_path").to_pylist()]
+        row_of = {node: row for row, node in enumerate(self.node_ids)}
+        self.children: dict[int, list[int]] = {}
+        self.roots: list[int] = []
+        for row, parent in enumerate(nodes.column("parent_id").to_pylist()):
+            if parent is None or parent not in row_of:
+                self.roots.append(row)
+            else:
+                self.children.setdefault(row_of[parent], []).append(row)
+        self.section_of: dict[str, int] = {cid: row for row, cids in enumerate(self.chunk_ids) for cid in cids}
+        self._metadata: dict[str, list[Any]] = {}
+        self._gate: tuple[int, np.ndarray] | None = None
+
+    @classmethod
+    def load(cls, generation_dir: Path, info: dict[str, Any]) -> SectionTree:
+        folder = generation_dir / info["dir"]
+        return cls(info, pq.read_table(folder / info["nodes"]), FaissShard.load(folder / info["dense"], "flat"),
+                   ChannelBm25Index.load(folder / info["lexical"]))
+
+    def mask(self, search_filter: SearchFilter, *, gate_token: int, active_versions: pa.Array) -> np.ndarray:
+        """Nodes of active versions that the filter allows."""
+        if self._gate is None or self._gate[0] != gate_token:
+            active = pc.is_in(self.nodes.column("version_id"), value_set=active_versions)
+            self._gate = (gate_token, pc.fill_null(active, False).to_numpy(zero_copy_only=False).astype(bool))
+        mask = self._gate[1]
+        if not search_filter.is_empty:
+            mask = mask & search_filter.mask(self.nodes, self._metadata_values)
+        return mask
+
+    def _metadata_values(self, name: str) -> list[Any]:
+        if name not in self._metadata:
+            self._metadata[name] = metadata_column(self.nodes.column("metadata_json").to_pylist(), name)
+        return self._metadata[name]
+
+    def scores(self, query: str, vector: np.ndarray | None, mask: np.ndarray, settings: SearchSettings) -> np.ndarray:
+        """RRF of the dense and lexical ranks of the allowed nodes; 0 for nodes in neither top list."""
+        fused = np.zeros(len(self.node_ids), np.float64)
+        if not mask.any():
+            return fused
+        n, allowed = settings.tree.candidates, None if mask.all() else mask
+        ranked = [self.lexical.search(query, n, allowed, weights=settings.lexical_channels)[0]]
+        if vector is not None:
+            ranked.append(self.dense.search(vector, n, allowed)[0])
+        for rows in ranked:
+            for rank, row in enumerate(rows.tolist(), 1):
+                fused[row] += 1.0 / (settings.rrf_k + rank)
+        return fused
+
+    def descend(self, scores: np.ndarray, *, target_chunks: int, max_steps: int) -> Descent:
+        """Best-first over branches (key: best node score in the branch); see the module doc."""
+        best = self._branch_best(scores)
+        heap = [(-best[r], self.node_ids[r], "branch", r) for r in self.roots if best[r] > 0]
+        heapq.heapify(heap)
+        descent, chunks = Descent(), 0
+        while heap and len(descent.trace) < max_steps and chunks < target_chunks:
+            negative, _, kind, row = heapq.heappop(heap)
+            descent.trace.append({"step": kind, "node_id": self.node_ids[row], "score": round(-negative, 6)})
+            if kind == "section":
+                descent.sections.append(row)
+                descent.scores[row] = -negative
+                chunks += len(self.chunk_ids[row])
+                continue
+            if scores[row] > 0 and self.chunk_ids[row]:
+                heapq.heappush(heap, (-scores[row], self.node_ids[row], "section", row))
+            for child in self.children.get(row, []):
+                if best[child] > 0:
+                    heapq.heappush(heap, (-best[child], self.node_ids[child], "branch", child))
+        return descent
+
+    def _branch_best(self, scores: np.ndarray) -> np.ndarray:
+        """The best own score in each node's subtree (children come after parents in the rows)."""
+        best = scores.copy()
+        for row in range(len(best) - 1, -1, -1):
+            for child in self.children.get(row, []):
+                best[row] = max(best[row], best[child])
+        return best
+
+    def section_path(self, chunk_id: str) -> tuple[str | None, list[str]]:
+        row = self.section_of.get(chunk_id)
+        return (None, []) if row is None else (self.node_ids[row], self.paths[row])
+
+
+def section_chunks(tree: SectionTree, descent: Descent, shards: list[Any],
+                   masks: list[np.ndarray]) -> tuple[list[np.ndarray], list[tuple[str, float, int, int]]]:
+    """The chunk masks narrowed to the chunks of the sections taken, and those chunks as a ranked
+    list (section order, then chunk order; score: the section's) for the fusion."""
+    order = {cid: (position, j, row) for position, row in enumerate(descent.sections)
+             for j, cid in enumerate(tree.chunk_ids[row])}
+    value_set = pa.array(sorted(order), pa.string())
+    narrowed, found = [], []
+    for shard, mask in zip(shards, masks):
+        taken = pc.fill_null(pc.is_in(shard.hydration.column("chunk_id"), value_set=value_set), False)
+        taken = taken.to_numpy(zero_copy_only=False).astype(bool) & mask
+        narrowed.append(taken)
+        for row in np.flatnonzero(taken).tolist():
+            cid = shard.chunk_ids[row]
+            found.append((order[cid], cid, shard.info.shard, row))
+    found.sort()
+    return narrowed, [(cid, float(descent.scores[place[2]]), shard, row) for place, cid, shard, row in found]
