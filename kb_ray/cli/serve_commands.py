@@ -27,6 +27,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
     search.add_argument("--context-chars", type=int, default=0,
                         help="also print up to this many characters of each hit's neighbouring chunks")
+    search.add_argument("--evidence", choices=("none", "lexical", "hybrid"), default=None,
+                        help="how each hit's evidence passage is chosen (default: search.evidence); hybrid "
+                        "also embeds the first hits' sentences: better passages, slower (docs/search.md)")
     search.add_argument("--as-of", type=_point, default=None, metavar="VERSION|TIMESTAMP",
                         help="search the catalog as it was: a documents table version, or an ISO-8601 time "
                         "(docs/search.md); refused when no retained index generation covers it")
@@ -88,7 +91,8 @@ def search_locally(config, body: dict[str, object]) -> dict[str, object]:
         pinned = {"generation_id": target.generation_id, "gate_version": target.documents_version}
     searcher = HybridSearcher.open(config, **pinned)  # the reranker too, when search.rerank_model_path is set
     result = searcher.search(body["query"], k=body["k"], mode=body["mode"], filters=body["filter"],
-                             rerank=body["rerank"], context_chars=body["context_chars"]).to_dict()
+                             rerank=body["rerank"], context_chars=body["context_chars"],
+                             evidence=body.get("evidence")).to_dict()
     return {**result, "as_of": {"documents_version": pinned["gate_version"]}} if pinned else result
 
 
@@ -100,6 +104,8 @@ def run_search(args: argparse.Namespace) -> int:
     url = args.url or f"http://{config.serve.host}:{config.serve.port}"
     body = {"query": args.query, "k": args.k, "mode": args.mode, "filter": parse_filter_args(args.filter),
             "rerank": args.rerank, "context_chars": args.context_chars}
+    if args.evidence is not None:
+        body["evidence"] = args.evidence
     if args.as_of is not None:
         body["as_of"] = as_of_body(args.as_of)
     if args.local:

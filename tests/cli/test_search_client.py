@@ -73,3 +73,16 @@ def test_local_searches_the_catalog_in_process(tmp_path, capsys):
                  "--set", f"kb_root={root}", "--set", "search.evidence=none"])
     result = json.loads(capsys.readouterr().out)
     assert code == 0 and len(result["hits"]) == 4 and result["generation"]
+
+
+def test_the_evidence_flag_overrides_the_configured_evidence_mode(tmp_path, capsys):
+    root = tmp_path / "kb"
+    write_synthetic_catalog(root, [SyntheticDoc(key="a", chunks=3)])
+    build_index(golden_config(root))
+    base = ["search", "common term", "--local", "--mode", "lexical", "--k", "2", "--json",
+            "--set", f"kb_root={root}", "--set", "search.evidence=none"]
+    assert main(base) == 0
+    assert all(hit.get("evidence") is None for hit in json.loads(capsys.readouterr().out)["hits"])
+    assert main([*base, "--evidence", "lexical"]) == 0
+    hits = json.loads(capsys.readouterr().out)["hits"]
+    assert hits and all(hit["evidence"]["quote"] for hit in hits)
