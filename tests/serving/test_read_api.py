@@ -123,7 +123,7 @@ def test_page_images_honour_the_tenant_acl_and_the_key(service):
     assert get(f"/v1/documents/{service['manual']}/pages/1.png", keys["reader"]).status_code == 404  # deleted
     # the acl is checked before the format: a caller without the principal learns nothing more than 404
     policy = f"/v1/documents/{service['policy']}/pages/1.png"
-    assert "PDFs only" in get(policy, keys["team-a"]).json()["detail"]
+    assert "PDFs and PPTX only" in get(policy, keys["team-a"]).json()["detail"]
     refused = get(policy, keys["reader"])
     assert refused.status_code == 404 and refused.json()["detail"] == f"no document {service['policy']}"
     text = f"/v1/documents/{service['policy']}/text"
