@@ -52,13 +52,13 @@ def child(args: argparse.Namespace) -> None:
     from kb_ray.ingest import commit as commit_module
     from kb_ray.ingest.run import run_ingest
 
-    commits: list[tuple[int, float, float, float]] = []  # batch, started, seconds, rss
+    commits: list[tuple[int, float, float, float, int]] = []  # commit, started, seconds, rss, documents
     original = commit_module.MicroBatchCommitter.commit
 
     def timed_commit(self, batch, *, batch_no):
         started = time.perf_counter()
         outcome = original(self, batch, batch_no=batch_no)
-        commits.append((batch_no, started, time.perf_counter() - started, rss_mb()))
+        commits.append((batch_no, started, time.perf_counter() - started, rss_mb(), outcome.summary.num_rows))
         return outcome
 
     commit_module.MicroBatchCommitter.commit = timed_commit
@@ -72,7 +72,11 @@ def child(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     again = run_ingest(config)
     unchanged = time.perf_counter() - started
-    json.dump({"full_s": full, "unchanged_s": unchanged, "documents": report.documents,
+    from kb_ray.catalog.delta import DeltaCatalog
+    from kb_ray.catalog.verify import verify_catalog
+
+    verified = verify_catalog(DeltaCatalog.open(str(args.kb), create=False)).ok(strict=True)
+    json.dump({"verify_ok": verified, "micro_batches": report.micro_batches, "full_s": full, "unchanged_s": unchanged, "documents": report.documents,
                "unchanged_documents": again.documents["unchanged"], "rss_start_mb": rss_start,
                "rss_end_mb": rss_mb(), "commits": commits, "python_path": os.environ.get("PYTHONPATH", "")},
               open(args.out, "w"))
@@ -93,6 +97,7 @@ def summarize(result: dict) -> dict:
     cycle = min(len(commits), 64)  # two compaction cycles (compact_every_batches=32): the sawtooth averaged
     mean = lambda rows: sum(row[2] for row in rows) / len(rows)  # noqa: E731
     gaps = [b[1] - a[1] for a, b in zip(commits, commits[1:])] or [0.0]
+    per_doc = lambda rows: 1000 * sum(r[2] for r in rows) / max(1, sum(r[4] if len(r) > 4 else 16 for r in rows))  # noqa: E731
     seen = result["documents"]["seen"]
     span = commits[-1][1] - commits[0][1] if len(commits) > 1 else 0.0
     steady = seen * (len(commits) - 1) / len(commits) / span if span else 0.0  # after Ray start and model load
@@ -101,20 +106,25 @@ def summarize(result: dict) -> dict:
             "batches": len(commits), "commit_first_s": mean(commits[:tenth]), "commit_last_s": mean(commits[-tenth:]),
             "gap_first_s": sum(gaps[:tenth]) / len(gaps[:tenth]), "gap_last_s": sum(gaps[-tenth:]) / len(gaps[-tenth:]),
             "cycle_first_s": mean(commits[:cycle]), "cycle_last_s": mean(commits[-cycle:]),
-            "rss_growth_mb": max(row[3] for row in commits) - commits[0][3] if commits else 0.0}
+            "rss_growth_mb": max(row[3] for row in commits) - commits[0][3] if commits else 0.0,
+            "commit_ms_per_doc_first": per_doc(commits[:tenth]), "commit_ms_per_doc_last": per_doc(commits[-tenth:]),
+            "micro_batches": result.get("micro_batches", len(commits)), "verify_ok": result.get("verify_ok")}
 
 
 def render(rows: list[tuple[str, dict]], args: argparse.Namespace) -> str:
-    head = ("| code | files | docs/s (steady, between first and last commit) | full s | unchanged re-ingest s (% of full) | micro-batches | "
-            "commit s/batch first 10% → last 10% | commit s/batch first 64 → last 64 batches | gap between commits first → last | driver RSS growth MB |")
+    head = ("| code | files | docs/s (steady, between first and last commit) | full s | unchanged re-ingest s (% of full) | "
+            "micro-batches / commits | commit s per commit first 10% → last 10% | commit s first 64 → last 64 commits | "
+            "gap between commits first → last | commit ms per document first 10% → last 10% | driver RSS growth MB | "
+            "verify --strict |")
     lines = [f"\n## Run of {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC (micro_batch_docs={args.micro_batch}, "
-             "tiny embedder, 2 shared CPU cores)\n", head, "|" + "---|" * 10]
+             "tiny embedder, 2 shared CPU cores)\n", head, "|" + "---|" * 12]
     for label, s in rows:
         lines.append(f"| {label} | {s['docs']} | {s['docs_per_s']:.1f} ({s['steady_docs_per_s']:.1f}) | {s['full_s']:.1f} | {s['unchanged_s']:.1f} "
-                     f"({s['unchanged_pct']:.1f}%) | {s['batches']} | {s['commit_first_s']:.3f} → "
+                     f"({s['unchanged_pct']:.1f}%) | {s['micro_batches']} / {s['batches']} | {s['commit_first_s']:.3f} → "
                      f"{s['commit_last_s']:.3f} | {s['cycle_first_s']:.3f} → {s['cycle_last_s']:.3f} | "
                      f"{s['gap_first_s']:.3f} → {s['gap_last_s']:.3f} | "
-                     f"{s['rss_growth_mb']:.0f} |")
+                     f"{s['commit_ms_per_doc_first']:.1f} → {s['commit_ms_per_doc_last']:.1f} | "
+                     f"{s['rss_growth_mb']:.0f} | {s['verify_ok']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -215,6 +215,9 @@ class IngestSettings(_Settings):
                                  "its stages in the driver process, without Ray (kb_ray/ingest/inline.py); 0: never")
     resident_inline_max_docs: int = Field(64, ge=0, description="inline_max_docs of long-running drivers that keep "
                                           "the stages loaded between ingests: kb-ray watch and the upload worker")
+    commit_group_max_batches: int = Field(8, ge=1, description="the driver commits the micro-batches that arrived "
+                                          "during its last commit together, up to this many (1: one commit each; "
+                                          "kb_ray/ingest/group_commit.py)")
     compact_every_batches: int = Field(32, ge=0, description="compact the small files micro-batches add every "
                                        "N micro-batches, so lookups stay flat as the catalog grows (0: never)")
     lease_wait_s: float = Field(3600.0, ge=0, description="how long an ingest waits for another writer of the "

@@ -34,10 +34,11 @@ import pyarrow.compute as pc
 
 from kb_ray.catalog.datafiles import DataFile
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.key_set import TableKeys
 from kb_ray.catalog.maintenance import compact_small_files
 from kb_ray.ingest.metadata import DocumentMetadata
-from kb_ray.ingest.record import BATCH_COUNT_COLUMNS
-from kb_ray.ingest.rows import from_ipc, to_table
+from kb_ray.ingest.record import BATCH_COUNT_COLUMNS, PASSED_ROW_TABLES
+from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
 from kb_ray.outcomes import render_error
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class MicroBatchCommitter:
         self.fail_after_batches = fail_after_batches  # tests: simulate a crash between batches
         self.compact_every_batches = compact_every_batches  # 0: never during ingest
         self.residue = ResidueWatch(catalog, except_run=run_id)
+        self.keys = TableKeys(catalog)  # which keys the tables hold: new rows are appended, not merged
         self._written: set[str] = set()  # tables this run committed to since the last compaction
         self.metadata: dict[str, DocumentMetadata] = {}  # document_id -> resolved metadata of the files to process
         self.metadata_updated = 0  # files processed whose bytes were unchanged but whose metadata changed
@@ -98,18 +100,18 @@ class MicroBatchCommitter:
         self._append_new_vectors("page_embeddings", "image_sha", vectors, batch_no)
 
     def _append_new_vectors(self, table_name: str, key: str, vectors: pa.Table, batch_no: int) -> None:
-        """Insert the vectors whose key is not in the table yet. Content-addressed: two
-        documents (in other micro-batches, or in a concurrent run) may share a text or a
-        page image. An insert-only MERGE, so concurrent writers never land a key twice."""
+        """Append the vectors whose key is not in the table yet. Content-addressed: two
+        documents (in other micro-batches) may share a text or a page image. The key set
+        answers which keys are new without scanning the table, and the writer lease makes
+        this run the only writer, so an append cannot land a key twice."""
         if not vectors.num_rows:
             return
         fp = vectors.column("embedder_fp")[0].as_py()
-        found = self.catalog.read(table_name, columns=[key], filter=(
-            (pc.field("embedder_fp") == fp) & pc.field(key).isin(vectors.column(key))))
-        fresh = vectors.filter(pc.invert(pc.is_in(vectors.column(key), found.column(key))))
+        known = self.keys.of(table_name, [key], where={"embedder_fp": fp})
+        fresh = _first_per_key(vectors.filter(pc.invert(pa.array(known.contains(vectors, [key])))), key)
         if fresh.num_rows:
-            self.catalog.merge_upsert(table_name, fresh, keys=["embedder_fp", key], insert_only=True,
-                                      app_id=self.app_id, app_version=batch_no)
+            self.catalog.append(table_name, fresh, app_id=self.app_id, app_version=batch_no)
+            known.add(fresh, [key])
             self._written.add(table_name)
 
     def _commit_enrichments(self, rows: pa.Table, batch_no: int) -> None:
@@ -163,9 +165,7 @@ class MicroBatchCommitter:
             "title": meta.title or row["title"], "mime": row["mime"], **_metadata_columns(meta),
             "active_version_id": row["version_id"], "created_at": now, "updated_at": now, "deleted_at": None,
         } for row, meta in zip(rows, metas)])
-        self.catalog.merge_upsert("documents", documents, keys=["document_id"], keep_on_update=["created_at"],
-                                  app_id=self.app_id, app_version=batch_no)
-        self._written.add("documents")
+        self._upsert("documents", documents, keys=["document_id"], batch_no=batch_no, keep_on_update=["created_at"])
 
     def _update_unchanged_metadata(self, summary: pa.Table, batch_no: int) -> int:
         """A processed file whose bytes turned out unchanged (touched, or uploaded again) keeps
@@ -228,9 +228,22 @@ class MicroBatchCommitter:
             **{name: summary.column(name) for name in ("size", "mtime") if name in summary.column_names},
             "raw_sha": raw_sha, "last_seen_run": _constant(self.run_id, n, pa.string()), "status": statuses,
             "meta_sha": self._meta_shas(summary)})
-        self.catalog.merge_upsert("sources", rows, keys=["collection", "uri"], app_id=self.app_id,
-                                  app_version=batch_no)
-        self._written.add("sources")
+        self._upsert("sources", rows, keys=["collection", "uri"], batch_no=batch_no)
+
+    def _upsert(self, table_name: str, rows: pa.Table, *, keys: list[str], batch_no: int,
+                keep_on_update: list[str] | None = None) -> None:
+        """Rows whose key is new are appended; only the others go through a MERGE (which
+        scans the table). A fresh ingest is almost all appends, so its commits stay flat."""
+        known = self.keys.of(table_name, keys)
+        present = pa.array(known.contains(rows, keys))
+        new_rows, old_rows = rows.filter(pc.invert(present)), rows.filter(present)
+        if new_rows.num_rows:
+            self.catalog.append(table_name, new_rows, app_id=self.app_id, app_version=batch_no)
+        if old_rows.num_rows:
+            self.catalog.merge_upsert(table_name, old_rows, keys=keys, keep_on_update=keep_on_update or (),
+                                      app_id=f"{self.app_id}:update", app_version=batch_no)
+        known.add(new_rows, keys)
+        self._written.add(table_name)
 
     def _meta_shas(self, summary: pa.Table) -> pa.ChunkedArray | pa.Array:
         if "meta_sha" in summary.column_names:
@@ -256,6 +269,30 @@ class MicroBatchCommitter:
             "logged_at": _constant(datetime.now(timezone.utc), n, pa.timestamp("us", tz="UTC"))})
         self.catalog.append("ingest_log", rows, app_id=self.app_id, app_version=batch_no)
         self._written.add("ingest_log")
+
+
+def combine_batches(batches: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several micro-batch rows (BATCH_RECORD) as one, for a single commit per table: their
+    data files, version ids, vectors, passed rows and summaries together, counts summed."""
+    if len(batches) == 1:
+        return batches[0]
+    combined: dict[str, Any] = {
+        "batch_id": ",".join(str(b.get("batch_id")) for b in batches),
+        "files_json": json.dumps([f for b in batches for f in json.loads(b["files_json"])]),
+        "version_ids_json": json.dumps([v for b in batches for v in json.loads(b["version_ids_json"])]),
+        "summary_ipc": to_ipc(pa.concat_tables([from_ipc(b["summary_ipc"]) for b in batches])),
+        **{key: sum(int(b.get(key) or 0) for b in batches) for key in BATCH_COUNT_COLUMNS}}
+    for name in ("embeddings", *PASSED_ROW_TABLES):
+        blobs = [b[f"{name}_ipc"] for b in batches if b.get(f"{name}_ipc")]
+        combined[f"{name}_ipc"] = to_ipc(pa.concat_tables([from_ipc(blob) for blob in blobs])) if blobs else None
+    return combined
+
+
+def _first_per_key(rows: pa.Table, key: str) -> pa.Table:
+    """``rows`` keeping the first row of each key."""
+    keys = rows.column(key).combine_chunks()
+    first = pc.equal(pc.index_in(keys, value_set=keys), pa.array(range(rows.num_rows), pa.int32()))
+    return rows if pc.all(first).as_py() else rows.filter(first)
 
 
 def _metadata_columns(meta: DocumentMetadata) -> dict[str, Any]:

@@ -116,7 +116,7 @@ def ingest_steps(config: KbConfig, *, run_id: str, pipeline_fp: str) -> list[Ste
 
         for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
             steps.append(Step([(stage, {**storage, "pages": config.pages})], resources))
-    steps.append(Step([(EmbedWriteStage, {**storage, "embedding": config.embedding})], config.ray.embed,
+    steps.append(Step([(EmbedWriteStage, {**storage, "embedding": config.embedding, "run_id": run_id})], config.ray.embed,
                       batch_size=config.ingest.micro_batch_docs))
     return steps
 

@@ -32,7 +32,8 @@ class IngestReport:
     failure_reasons: dict[str, int] = field(default_factory=dict)  # reason code -> documents
     parses: int = 0
     pages: int = 0
-    micro_batches: int = 0
+    micro_batches: int = 0  # the pipeline's output rows
+    commits: int = 0  # the driver's commits of them (group commit: several micro-batches in one)
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=lambda: {"parse": 0.0, "document_total": 0.0})
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> rows in/out, busy seconds, counts
@@ -79,7 +80,8 @@ class IngestReport:
     def render(self) -> str:
         d, c, e = self.documents, self.chunks, self.embeddings
         lines = [
-            f"ingest run {self.run_id}: {self.status} in {self.seconds:.1f}s ({self.micro_batches} micro-batches)",
+            f"ingest run {self.run_id}: {self.status} in {self.seconds:.1f}s ({self.micro_batches} micro-batches in "
+            f"{self.commits} commits)",
             f"  documents  seen {d['seen']}  new {d['new']}  changed {d['changed']}  unchanged {d['unchanged']}"
             f" (metadata updated {d['metadata_updated']})  failed {d['failed']}  deleted {d['deleted']}",
             f"  parses     {self.parses} ({self.pages} pages, {self.stage_seconds['parse']:.1f}s parsing)",

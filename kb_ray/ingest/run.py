@@ -19,7 +19,8 @@ from kb_ray.catalog.lease import writer_lease
 from kb_ray.chunking.tokens import SPECIAL_TOKENS
 from kb_ray.config import KbConfig, config_json
 from kb_ray.errors import CatalogError, SourceError
-from kb_ray.ingest.commit import MicroBatchCommitter
+from kb_ray.ingest.commit import MicroBatchCommitter, combine_batches
+from kb_ray.ingest.group_commit import ReadAhead
 from kb_ray.ingest.listing import list_sources
 from kb_ray.ingest.metadata_plan import MetadataPlan, failed_rows_table, resolve_plan_metadata
 from kb_ray.ingest.planning import IngestPlan, plan_ingest
@@ -170,31 +171,46 @@ def _run_pipeline(todo: pa.Table, *, config: KbConfig, committer: MicroBatchComm
     collector = start_stats_collector(report.run_id)
     try:
         dataset = build_ingest_dataset(todo, config=config, run_id=report.run_id, pipeline_fp=_pipeline_fp(config))
-        _commit_each(iter(dataset.iter_rows()), committer=committer, report=report, progress=progress)
+        _commit_each(iter(dataset.iter_rows()), committer=committer, report=report, progress=progress,
+                     max_group=config.ingest.commit_group_max_batches)
         report.add_stage_stats(ray.get(collector.result.remote()))
     finally:
         ray.kill(collector)
 
 
-def _commit_each(batches, *, committer: MicroBatchCommitter, report: IngestReport, progress: _Progress) -> None:
-    """Commit micro-batches as they come; time waiting for the next one apart from committing."""
-    batch_no = 0
-    while True:
-        waited = time.perf_counter()
-        batch = next(batches, None)
-        report.driver["wait_seconds"] += time.perf_counter() - waited
-        if batch is None:
-            return
-        committing = time.perf_counter()
-        outcome = committer.commit(batch, batch_no=batch_no)
-        report.driver["commit_seconds"] += time.perf_counter() - committing
-        report.add_summary(outcome.summary)
-        report.add_counts(outcome.counts)
-        report.micro_batches += 1
-        progress.advance(files=outcome.summary.num_rows,
-                         chunks=outcome.counts.get("chunks_new", 0) + outcome.counts.get("chunks_reused", 0))
-        logger.info("committed micro-batch %d (%d documents)", batch_no, outcome.summary.num_rows)
-        batch_no += 1
+def _commit_each(batches, *, committer: MicroBatchCommitter, report: IngestReport, progress: _Progress,
+                 max_group: int = 1) -> None:
+    """Commit micro-batches as they come, with the ones that arrived during the last commit
+    in the same commit (at most ``max_group``, kb_ray/ingest/group_commit.py); time waiting
+    for the next one apart from committing."""
+    reader = ReadAhead(batches, max_group=max_group) if max_group > 1 else None
+    try:
+        while True:
+            waited = time.perf_counter()
+            group = reader.next_group() if reader else [batch for batch in [next(batches, None)] if batch is not None]
+            report.driver["wait_seconds"] += time.perf_counter() - waited
+            if not group:
+                return
+            _commit_group(group, committer=committer, report=report, progress=progress)
+    finally:
+        if reader:
+            reader.close()
+
+
+def _commit_group(group: list[dict], *, committer: MicroBatchCommitter, report: IngestReport,
+                  progress: _Progress) -> None:
+    committing = time.perf_counter()
+    commit_no = report.commits
+    outcome = committer.commit(combine_batches(group), batch_no=commit_no)
+    report.driver["commit_seconds"] += time.perf_counter() - committing
+    report.add_summary(outcome.summary)
+    report.add_counts(outcome.counts)
+    report.micro_batches += len(group)
+    report.commits += 1
+    progress.advance(files=outcome.summary.num_rows,
+                     chunks=outcome.counts.get("chunks_new", 0) + outcome.counts.get("chunks_reused", 0))
+    logger.info("committed %d micro-batch(es) as commit %d (%d documents)", len(group), commit_no,
+                outcome.summary.num_rows)
 
 
 def _pipeline_fp(config: KbConfig) -> str:
@@ -219,7 +235,7 @@ class _Progress:
 
 def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, committer: MicroBatchCommitter,
                                    report: IngestReport) -> None:
-    batch_no = report.micro_batches
+    batch_no = report.commits
     unchanged = plan.unchanged  # Arrow columns all the way to the commit (no per-file Python rows)
     if unchanged.num_rows:
         committer.record_sources(unchanged, batch_no=batch_no)
@@ -234,7 +250,7 @@ def _finish_unchanged_and_vanished(plan: IngestPlan, *, config: KbConfig, commit
 
 def _finish_metadata(metadata: MetadataPlan, *, committer: MicroBatchCommitter, report: IngestReport) -> None:
     """Metadata-only updates of unchanged files, and the files whose metadata was invalid."""
-    batch_no = report.micro_batches + 2  # after the unchanged (+0) and vanished (+1) commits
+    batch_no = report.commits + 2  # after the unchanged (+0) and vanished (+1) commits
     report.documents["metadata_updated"] = committer.metadata_updated + committer.update_metadata(
         metadata.updates, batch_no=batch_no)
     if metadata.failed:

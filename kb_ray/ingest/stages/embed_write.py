@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.key_set import RunKeys, TableKeys
 from kb_ray.config import EmbeddingSettings
 from kb_ray.ingest.record import (
     BATCH_RECORD,
@@ -36,12 +37,15 @@ from kb_ray.ingest.stages.base import Stage
 class EmbedWriteStage(Stage):
     name = "embed_write"
 
-    def __init__(self, *, kb_root: str, storage_options: dict[str, str], embedding: EmbeddingSettings) -> None:
+    def __init__(self, *, kb_root: str, storage_options: dict[str, str], embedding: EmbeddingSettings,
+                 run_id: str = "") -> None:
         from kb_ray.embedding.text import TextEmbedder
 
         self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
         self.embedder = TextEmbedder.from_settings(embedding)
         self.embedder_fp = self.embedder.fingerprint
+        self.run_id = run_id  # set anew when an inline ingest reuses this stage (kb_ray/ingest/inline.py)
+        self._run_keys = RunKeys(self.catalog)
         self._usage_seen: dict[str, int] = {}
         self._usage_since_last_call()  # the probe request at construction is not a call's
 
@@ -82,24 +86,33 @@ class EmbedWriteStage(Stage):
                                    pa.array([ids.sha256_text(text) for text in texts], pa.string()))
         return chunks.append_column("embed_text", pa.array(texts, pa.string()))
 
+    @property
+    def keys(self) -> TableKeys:
+        """The catalog's key sets, loaded at their first use in a run: lookups never scan a table."""
+        return self._run_keys.of_run(self.run_id)
+
     def _embed_missing(self, chunks: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+        """Embed the texts the ``embeddings`` cache lacks. The key set is this actor's view:
+        the vectors that existed when it was loaded and the ones this actor computed since. A
+        text another actor embedded meanwhile is embedded again; the driver keeps one."""
         wanted = dict(zip(chunks.column("embed_text_sha").to_pylist(), chunks.column("embed_text").to_pylist()))
-        cached = set()
-        if wanted:
-            found = self.catalog.read("embeddings", columns=["embed_text_sha"], filter=(
-                (pc.field("embedder_fp") == self.embedder_fp) & pc.field("embed_text_sha").isin(list(wanted))))
-            cached = set(found.column("embed_text_sha").to_pylist())
+        shas = pa.table({"embed_text_sha": pa.array(list(wanted), pa.string())})
+        known = self.keys.of("embeddings", ["embed_text_sha"], where={"embedder_fp": self.embedder_fp})
+        cached = set(shas.filter(pa.array(known.contains(shas, ["embed_text_sha"]))).column(0).to_pylist())
         missing = [sha for sha in wanted if sha not in cached]
         vectors = self.embedder.embed_texts([wanted[sha] for sha in missing]) if missing else []
         rows = [{"embedder_fp": self.embedder_fp, "embed_text_sha": sha, "dim": self.embedder.dim,
                  "vector": vector.tolist()} for sha, vector in zip(missing, vectors)]
-        return to_table("embeddings", rows), {"embeddings_computed": len(missing), "embeddings_cached": len(cached)}
+        table = to_table("embeddings", rows)
+        known.add(table, ["embed_text_sha"])
+        return table, {"embeddings_computed": len(missing), "embeddings_cached": len(cached)}
 
     def _drop_known_chunks(self, chunks: pa.Table) -> pa.Table:
+        """Chunk rows the catalog lacks, once each. Chunk ids include the document id and each
+        document is in one micro-batch of a run, so a key set loaded once is exact here."""
         if not chunks.num_rows:
             return chunks
-        chunk_ids = chunks.column("chunk_id").to_pylist()
-        found = self.catalog.read("chunks", columns=["chunk_id"], filter=pc.field("chunk_id").isin(chunk_ids))
-        known = pa.array(found.column("chunk_id").to_pylist(), pa.string())
-        first = pc.equal(pc.index_in(chunks.column("chunk_id"), pa.array(chunk_ids)), pa.array(range(len(chunk_ids))))
-        return chunks.filter(pc.and_(pc.invert(pc.is_in(chunks.column("chunk_id"), known)), first))
+        ids = chunks.column("chunk_id").combine_chunks()
+        known = self.keys.of("chunks", ["chunk_id"]).contains(chunks, ["chunk_id"])
+        first = pc.equal(pc.index_in(ids, value_set=ids), pa.array(range(len(ids)), pa.int32()))
+        return chunks.filter(pc.and_(pc.invert(pa.array(known)), first))

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.key_set import TableKeys
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
 from kb_ray.ingest.record import FETCHED_RECORD, with_columns
 from kb_ray.ingest.stages.base import Stage
@@ -32,10 +33,12 @@ class ModelParseStage(Stage):
                  chunking: ChunkingSettings, captions: CaptionSettings | None = None) -> None:
         self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
         self.router = DocumentProcessor(parse=parse, chunking=chunking, captions=captions).router
+        self.keys = TableKeys(self.catalog)  # an actor lives one run: model stages never run inline
 
     def process(self, table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
         rows = table.to_pylist()
-        known = known_versions(self.catalog, [row["version_id"] for row in rows if row.get("version_id")])
+        known = known_versions(self.catalog, [row["version_id"] for row in rows if row.get("version_id")],
+                               keys=self.keys.of("versions", ["version_id"]))
         results = [self._parse_first(row) if needs_parse(row, known) else None for row in rows]
         ran = [result for result in results if result is not None]
         return with_columns(table, {"parsed_first": [pickle.dumps(r) if r else None for r in results]},

@@ -13,10 +13,10 @@ import io
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.key_set import TableKeys
 from kb_ray.config import PagesSettings
 from kb_ray.ingest.record import DOCUMENT_RECORD, with_columns
 from kb_ray.ingest.rows import first_owners, from_ipc, to_ipc, to_table
@@ -34,6 +34,7 @@ class PageEmbedStage(Stage):
         self.blobs = BlobStore(kb_root, storage_options=storage_options, kind="pages")
         self.embedder = PageEmbedder(pages)
         self.embedder_fp = self.embedder.fingerprint
+        self.keys = TableKeys(self.catalog)  # an actor lives one run: model stages never run inline
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, dict[str, int]]:
         owners = first_owners([from_ipc(blob).column("image_sha").to_pylist() if blob else []
@@ -41,7 +42,10 @@ class PageEmbedStage(Stage):
         cached = self._cached(list(owners))
         missing = [sha for sha in owners if sha not in cached]
         per_doc: list[list[dict[str, Any]]] = [[] for _ in range(batch.num_rows)]
-        for row in self._embed(missing):
+        computed = self._embed(missing)
+        self.keys.of("page_embeddings", ["image_sha"], where={"embedder_fp": self.embedder_fp}).add(
+            pa.table({"image_sha": pa.array([row["image_sha"] for row in computed], pa.string())}), ["image_sha"])
+        for row in computed:
             per_doc[owners[row["image_sha"]]].append(row)
         rows = [to_ipc(to_table("page_embeddings", r)) if r else None for r in per_doc]
         return with_columns(batch, {"page_embeddings_ipc": rows}, DOCUMENT_RECORD), {
@@ -50,9 +54,11 @@ class PageEmbedStage(Stage):
     def _cached(self, shas: list[str]) -> set[str]:
         if not shas:
             return set()
-        found = self.catalog.read("page_embeddings", columns=["image_sha"], filter=(
-            (pc.field("embedder_fp") == self.embedder_fp) & pc.field("image_sha").isin(shas)))
-        return set(found.column("image_sha").to_pylist())
+        """The shas whose vectors were stored when this actor's key set was loaded, or that it
+        computed since (another actor's meanwhile are computed again; the driver keeps one)."""
+        known = self.keys.of("page_embeddings", ["image_sha"], where={"embedder_fp": self.embedder_fp})
+        held = known.contains(pa.table({"image_sha": pa.array(shas, pa.string())}), ["image_sha"])
+        return {sha for sha, hit in zip(shas, held.tolist()) if hit}
 
     def _embed(self, shas: list[str]) -> list[dict[str, Any]]:
         from PIL import Image

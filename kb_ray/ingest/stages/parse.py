@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.catalog.key_set import KeySet, RunKeys
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
 from kb_ray.ingest.record import DOCUMENT_RECORD
 from kb_ray.ingest.rows import to_ipc, version_tables
@@ -30,8 +31,13 @@ from kb_ray.processing import DocumentProcessor
 RENDERED_MIMES = frozenset({"application/pdf"})
 
 
-def known_versions(catalog: DeltaCatalog, version_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Versions the catalog already holds (a rerun, or another collection's identical file)."""
+def known_versions(catalog: DeltaCatalog, version_ids: list[str], *, keys: KeySet | None = None
+                   ) -> dict[str, dict[str, Any]]:
+    """Versions the catalog already holds (a rerun, or another collection's identical file).
+    With ``keys`` (the ``versions`` key set) only the ids it holds are read from the table."""
+    if keys is not None and version_ids:
+        held = keys.contains(pa.table({"version_id": pa.array(version_ids, pa.string())}), ["version_id"])
+        version_ids = [version_id for version_id, hit in zip(version_ids, held.tolist()) if hit]
     if not version_ids:
         return {}
     found = catalog.read("versions", columns=["version_id", "status", "reason", "error", "title", "mime", "n_chunks"],
@@ -55,10 +61,12 @@ class ParseStage(Stage):
         self.keep_raw_for_pages = keep_raw_for_pages
         self.processor = DocumentProcessor(parse=parse, chunking=chunking, captions=captions)
         self.run_id = run_id
+        self._run_keys = RunKeys(self.catalog)  # the versions key set: a lookup never scans the table
 
     def process(self, table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
         rows = table.to_pylist()
-        known = known_versions(self.catalog, [row["version_id"] for row in rows if row.get("version_id")])
+        keys = self._run_keys.of_run(self.run_id).of("versions", ["version_id"])
+        known = known_versions(self.catalog, [row["version_id"] for row in rows if row.get("version_id")], keys=keys)
         out = [self._document(row, known) for row in rows]
         parsed = [row for row in out if row["parsed"]]
         # the schema, not the first row, names the columns: a first row that failed to fetch has no payload
