@@ -101,3 +101,19 @@ def test_gate_passes_at_threshold_and_fails_on_a_drop(tmp_path):
     bad.write_text('{"minimums": {}}')
     with pytest.raises(GateError, match="needs a 'mode'"):
         load_thresholds(bad)
+
+
+def test_the_gate_over_the_other_kinds_sees_a_regression_a_new_kind_would_hide():
+    def summary(factoid_recall: float) -> dict:
+        by_kind = {"factoid": {"queries": 3, "recall@1": factoid_recall}, "table": {"queries": 1, "recall@1": 1.0},
+                   "multi-hop": {"queries": 4, "recall@1": 0.5}}
+        return {"modes": {"hybrid": {"available": True, "metrics": {"recall@1": 0.6}, "citations": {},
+                                     "by_kind": by_kind}}}
+
+    thresholds = {"mode": "hybrid", "minimums": {"recall@1": 0.55},
+                  "minimums_without_kinds": {"kinds": ["multi-hop"], "minimums": {"recall@1": 0.7}}}
+    assert gate_failures(summary(0.6), thresholds) == []  # (3 * 0.6 + 1.0) / 4 = 0.7
+    assert gate_failures(summary(0.5), thresholds) == [
+        "hybrid recall@1 without multi-hop = 0.625 is below the threshold 0.7"]
+    with pytest.raises(GateError, match="per-kind table does not have"):
+        gate_failures(summary(0.6), {**thresholds, "minimums_without_kinds": {"kinds": [], "minimums": {"x": 1}}})
