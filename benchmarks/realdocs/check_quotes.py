@@ -51,8 +51,8 @@ def _fill_pages(path: Path, catalog: DeltaCatalog, resolution) -> None:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     for row in rows:
         spans = resolution.spans.get(row["id"], [])
-        for gold in row["relevant"]:
-            found = [s for s in spans if s.doc == gold["doc"]]
+        for index, gold in enumerate(row["relevant"]):
+            found = [s for s in spans if s.quote == index]  # this quote's span, not the first of its document
             page = _page_at(starts.get(found[0].version_id, []), found[0].start) if found else None
             gold["page"] = page if gold["doc"].endswith(".pdf") else gold.get("page")
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kb_ray.errors import KbRayError
 
-QueryKind = Literal["factoid", "definition", "table", "list", "identifier", "paraphrase", "multi-part"]
+# multi-part: one question asking several things of one passage or section; multi-hop: the answer
+# needs two sections or two documents (comparisons, "which two settings", "where in the manual")
+QueryKind = Literal["factoid", "definition", "table", "list", "identifier", "paraphrase", "multi-part", "multi-hop"]
 KINDS: tuple[str, ...] = QueryKind.__args__
 
 

@@ -3,7 +3,11 @@ pytrec_eval); span, citation and score-distribution metrics are small and local.
 
 Relevance is binary (grade 1): a chunk is relevant to a query if one of its spans overlaps
 a gold quote span. Recall@k is the fraction of a query's relevant chunks in the top k
-(a multi-part question with quotes in two chunks needs both for recall 1).
+(a multi-part question with quotes in two chunks needs both for recall 1), so a question
+whose second quote sits in a chunk that also holds the first looks complete with one hit,
+and one whose first quote spans two chunks looks half-found although one passage was never
+reached. ``all@k`` (:func:`all_quotes_found`) asks the question per *quote*: 1 when every
+gold quote of the query overlaps a hit in the top k, else 0 — what a multi-hop question needs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ Span = tuple[int, int]
 # our name -> ir-measures name (trec_eval: recall_k, recip_rank, ndcg_cut_10)
 RANKING_MEASURES = {"recall@1": "R@1", "recall@5": "R@5", "recall@10": "R@10", "recall@20": "R@20",
                     "mrr": "RR", "ndcg@10": "nDCG@10"}
+ALL_QUOTES_K = {"all@5": 5, "all@10": 10, "all@20": 20}
 _TOKEN = re.compile(r"\w+")
 
 
@@ -36,6 +41,25 @@ def ranking_metrics(qrels: Mapping[str, set[str]], run: Mapping[str, Sequence[st
     for metric in ir_measures.iter_calc(list(measures.values()), qrel_rows, run_rows):
         per_query[metric.query_id][names[str(metric.measure)]] = float(metric.value)
     return per_query
+
+
+def all_quotes_found(hits: Sequence[Mapping], quotes: Mapping[int, Sequence[tuple[str, int, int]]],
+                     ks: Mapping[str, int] = ALL_QUOTES_K) -> dict[str, float]:
+    """``all@k``: 1.0 when every gold quote overlaps the spans of at least one of the top k hits.
+
+    ``quotes`` maps a quote's index to its occurrences ``(version_id, start, end)`` (one, unless
+    the quote is ambiguous: any occurrence counts); a hit is ``{"version_id", "spans"}``. Hits
+    are taken in order, duplicates included, as the searcher returned them."""
+    if not quotes:
+        return {}
+    first: dict[int, int] = {}  # quote index -> rank (0-based) of the first hit that overlaps it
+    for rank, hit in enumerate(hits):
+        spans = [tuple(s) for s in hit.get("spans") or []]
+        for index, occurrences in quotes.items():
+            if index not in first and any(vid == hit.get("version_id") and s < end and start < e
+                                          for vid, start, end in occurrences for s, e in spans):
+                first[index] = rank
+    return {name: float(len(first) == len(quotes) and max(first.values()) < k) for name, k in ks.items()}
 
 
 def _ir_measures():

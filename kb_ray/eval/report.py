@@ -14,8 +14,9 @@ from kb_ray.eval.metrics import abstain_scores, auroc, best_threshold, distribut
 from kb_ray.eval.runner import SPAN_K, EvalResult, ModeResult, QueryOutcome
 
 RANKING = ("recall@1", "recall@5", "recall@10", "recall@20", "mrr", "ndcg@10")
+ALL_QUOTES = ("all@5", "all@10", "all@20")  # every gold quote of the query in the top k (metrics.all_quotes_found)
 SPANS = ("span_precision", "span_recall", "span_iou")
-KIND_COLUMNS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
+KIND_COLUMNS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "all@5", "all@10")
 COMPARE = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
 LOSS_MEASURES = ("recall@1", "mrr")  # a kb-ray mode below naive on either is flagged
 EVIDENCE = ("evidence_overlap", "evidence_contains", "evidence_page", "evidence@1")
@@ -53,7 +54,8 @@ def summarize_mode(mode: ModeResult) -> dict[str, Any]:
         return {"available": False, "note": mode.note}
     answerable = [q for q in mode.queries if q.answerable]
     return {"available": True, "queries": len(mode.queries), "answerable": len(answerable),
-            "metrics": _means(answerable, RANKING + SPANS), "citations": _citations(mode.queries, answerable),
+            "metrics": _means(answerable, RANKING + ALL_QUOTES + SPANS),
+            "citations": _citations(mode.queries, answerable),
             "evidence": _evidence(answerable), "confidence": _confidence(mode.queries),
             "scores": _scores(mode.queries), "latency_ms": distribution(q.latency_ms for q in mode.queries),
             "by_kind": _by_kind(answerable), "misses": _misses(answerable)}
@@ -159,8 +161,8 @@ def _cell(value: Any) -> str:
 
 
 def _retrieval_table(modes: dict[str, Any]) -> list[str]:
-    header = ["mode", "queries", *RANKING, *SPANS]
-    rows = [[name, m["answerable"], *(m["metrics"][c] for c in RANKING + SPANS)] if m["available"]
+    header = ["mode", "queries", *RANKING, *ALL_QUOTES, *SPANS]
+    rows = [[name, m["answerable"], *(m["metrics"][c] for c in RANKING + ALL_QUOTES + SPANS)] if m["available"]
             else [name, m["note"], *([None] * (len(header) - 2))] for name, m in modes.items()]
     return ["### Retrieval (answerable queries)", ""] + _table(header, rows)
 
@@ -230,7 +232,9 @@ def _confidence_table(modes: dict[str, Any]) -> list[str]:
 
 def _kind_table(mode: dict[str, Any]) -> list[str]:
     rows = [[kind, v["queries"], *(v[c] for c in KIND_COLUMNS)] for kind, v in mode["by_kind"].items()]
-    return _table(["kind", "queries", *KIND_COLUMNS], rows)
+    note = ("recall@k counts relevant chunks (any-hit for a one-chunk answer); all@k is 1 for a query only when "
+            "every one of its gold quotes overlaps a hit in the top k (the second passage of a multi-hop question).")
+    return [note, ""] + _table(["kind", "queries", *KIND_COLUMNS], rows)
 
 
 def _miss_lines(mode: dict[str, Any]) -> list[str]:

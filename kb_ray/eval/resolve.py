@@ -37,6 +37,7 @@ class GoldSpan:
     end: int
     page: int | None
     match: Literal["exact", "whitespace"]
+    quote: int = 0  # index of the gold quote in the query's ``relevant`` list
 
 
 @dataclass
@@ -118,18 +119,19 @@ def resolve_queries(queries: list[EvalQuery], texts: CanonicalTexts) -> Resoluti
     resolution = Resolution()
     for query in queries:
         resolution.spans[query.id] = []
-        for gold in query.relevant:
+        for index, gold in enumerate(query.relevant):
             try:
                 version_id = texts.version_for(gold.doc)
                 spans, match = find_quote(texts.text(version_id), gold.quote)
             except QuoteResolutionError as exc:
                 resolution.unresolved.append(f"{query.id}: {exc}")
                 continue
-            _record(resolution, query.id, gold, version_id, spans, match)
+            _record(resolution, query.id, gold, version_id, spans, match, index)
     return resolution
 
 
-def _record(resolution: Resolution, query_id: str, gold, version_id: str, spans: list[Span], match) -> None:
+def _record(resolution: Resolution, query_id: str, gold, version_id: str, spans: list[Span], match,
+            index: int = 0) -> None:
     label = f"{query_id}: {gold.quote!r} in {gold.doc}"
     if not spans:
         resolution.unresolved.append(f"{label} not found in the canonical text")
@@ -137,7 +139,8 @@ def _record(resolution: Resolution, query_id: str, gold, version_id: str, spans:
         resolution.ambiguous.append(f"{label} found {len(spans)} times")
     if spans and match == "whitespace":
         resolution.normalized.append(label)
-    resolution.spans[query_id] += [GoldSpan(gold.doc, version_id, s, e, gold.page, match) for s, e in spans]
+    resolution.spans[query_id] += [GoldSpan(gold.doc, version_id, s, e, gold.page, match, index)
+                                    for s, e in spans]
 
 
 def chunk_spans(catalog: DeltaCatalog, version_ids: list[str]) -> dict[str, list[tuple[str, list[Span]]]]:

@@ -11,6 +11,7 @@ from kb_ray.config import KbConfig
 from kb_ray.eval.dataset import EvalQuery
 from kb_ray.eval.metrics import (
     RANKING_MEASURES,
+    all_quotes_found,
     evidence_scores,
     quote_matches,
     ranking_metrics,
@@ -204,8 +205,17 @@ def _outcome(query: EvalQuery, hits: list[dict], labels: _Labels, texts: Canonic
     if query.answerable:
         outcome.metrics.update(_span_metrics(hits[:SPAN_K], gold, texts))
         outcome.metrics.update(evidence_scores(hits, [(g.version_id, g.start, g.end, g.page) for g in gold], relevant))
+        outcome.metrics.update(all_quotes_found(hits, _quotes(gold)))
         outcome.page_ok = _page_ok(hits, gold)
     return outcome
+
+
+def _quotes(gold: list[GoldSpan]) -> dict[int, list[tuple[str, int, int]]]:
+    """Gold spans grouped by the quote they come from (an ambiguous quote has several)."""
+    quotes: dict[int, list[tuple[str, int, int]]] = {}
+    for g in gold:
+        quotes.setdefault(g.quote, []).append((g.version_id, g.start, g.end))
+    return quotes
 
 
 def _top_scores(hits: list[dict]) -> dict[str, float | None]:

@@ -8,6 +8,7 @@ import pytest
 
 from kb_ray.eval.gate import GateError, gate_failures, load_thresholds
 from kb_ray.eval.metrics import (
+    all_quotes_found,
     best_threshold,
     distribution,
     quote_matches,
@@ -35,6 +36,23 @@ def test_rank_order_not_ids_decides_and_misses_score_zero():
     assert per["q"]["mrr"] == pytest.approx(1 / 3)  # duplicates dropped, order kept
     for qid in ("empty", "absent", "wrong"):  # must fail: no relevant chunk retrieved
         assert per[qid] == dict.fromkeys(per[qid], 0.0)
+
+
+def test_all_quotes_found_needs_every_quote_in_the_top_k():
+    quotes = {0: [("v", 10, 20)], 1: [("w", 500, 520)]}  # two passages in two documents
+    first_only = [{"version_id": "v", "spans": [(0, 100)]}] + [{"version_id": "x", "spans": [(0, 9)]}] * 9
+    second_at_7 = first_only[:6] + [{"version_id": "w", "spans": [(400, 510)]}] + first_only[7:]
+    # any-hit recall would call the first list a hit at rank 1; all@k must not
+    assert all_quotes_found(first_only, quotes) == {"all@5": 0.0, "all@10": 0.0, "all@20": 0.0}
+    assert all_quotes_found(second_at_7, quotes) == {"all@5": 0.0, "all@10": 1.0, "all@20": 1.0}
+    same_offsets_other_doc = [{"version_id": "v", "spans": [(0, 100), (500, 520)]}]
+    assert all_quotes_found(same_offsets_other_doc, quotes)["all@5"] == 0.0  # offsets match, version does not
+    touching = [{"version_id": "v", "spans": [(20, 30)]}, {"version_id": "w", "spans": [(490, 501)]}]
+    assert all_quotes_found(touching, quotes)["all@5"] == 0.0  # [20, 30) only touches [10, 20)
+    ambiguous = {0: [("v", 10, 20), ("v", 300, 310)], 1: [("w", 500, 520)]}
+    both = [{"version_id": "w", "spans": [(510, 515)]}, {"version_id": "v", "spans": [(305, 306)]}]
+    assert all_quotes_found(both, ambiguous)["all@5"] == 1.0  # any occurrence of a quote counts
+    assert all_quotes_found([], quotes)["all@20"] == 0.0 and all_quotes_found(both, {}) == {}
 
 
 def test_tokens_and_span_scores():
@@ -83,3 +101,19 @@ def test_gate_passes_at_threshold_and_fails_on_a_drop(tmp_path):
     bad.write_text('{"minimums": {}}')
     with pytest.raises(GateError, match="needs a 'mode'"):
         load_thresholds(bad)
+
+
+def test_the_gate_over_the_other_kinds_sees_a_regression_a_new_kind_would_hide():
+    def summary(factoid_recall: float) -> dict:
+        by_kind = {"factoid": {"queries": 3, "recall@1": factoid_recall}, "table": {"queries": 1, "recall@1": 1.0},
+                   "multi-hop": {"queries": 4, "recall@1": 0.5}}
+        return {"modes": {"hybrid": {"available": True, "metrics": {"recall@1": 0.6}, "citations": {},
+                                     "by_kind": by_kind}}}
+
+    thresholds = {"mode": "hybrid", "minimums": {"recall@1": 0.55},
+                  "minimums_without_kinds": {"kinds": ["multi-hop"], "minimums": {"recall@1": 0.7}}}
+    assert gate_failures(summary(0.6), thresholds) == []  # (3 * 0.6 + 1.0) / 4 = 0.7
+    assert gate_failures(summary(0.5), thresholds) == [
+        "hybrid recall@1 without multi-hop = 0.625 is below the threshold 0.7"]
+    with pytest.raises(GateError, match="per-kind table does not have"):
+        gate_failures(summary(0.6), {**thresholds, "minimums_without_kinds": {"kinds": [], "minimums": {"x": 1}}})

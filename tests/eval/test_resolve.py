@@ -58,6 +58,14 @@ def test_resolution_and_qrels_on_a_synthetic_catalog(tmp_path):
     assert relevant_chunks(resolution.spans["twice"], chunks) == {"ch_doc-002_0", "ch_doc-002_1", "ch_doc-002_2"}
 
 
+def test_each_gold_span_keeps_the_index_of_its_quote(tmp_path):
+    texts = CanonicalTexts(write_synthetic_catalog(tmp_path / "kb", synthetic_docs(3)))
+    query = EvalQuery(id="hop", query="q", kind="multi-hop", answer="a",
+                      relevant=[{"doc": "doc-002", "quote": "doc-002 part 1"}, {"doc": "doc-001", "quote": "doc-001 part 1"}])
+    spans = resolve_queries([query], texts).spans["hop"]
+    assert [(g.doc, g.quote) for g in spans] == [("doc-002", 0), ("doc-001", 1)]  # all@k groups spans by quote
+
+
 def test_unknown_version_raises(tmp_path):
     texts = CanonicalTexts(write_synthetic_catalog(tmp_path / "kb", synthetic_docs(1)))
     with pytest.raises(QuoteResolutionError, match="not in the catalog"):
