@@ -295,7 +295,9 @@ class GraphSearchSettings(_Settings):
     """Search mode ``graph`` (kb_ray/search/graph.py, docs/graph.md): personalized PageRank over the
     chunk-concept graph, seeded with the query's concepts, fused with hybrid."""
 
-    weight: float = Field(1.0, ge=0)  # RRF weight of the graph's chunk list beside dense and lexical (1 each)
+    # RRF weight of the graph's chunk list beside dense and lexical (1 each); fitted on the realdocs dev
+    # split among 0.1 / 0.25 / 0.5 / 1: the smallest was best, and still below hybrid (benchmarks/results/eval.md)
+    weight: float = Field(0.1, ge=0)
     restart: float = Field(0.5, gt=0, lt=1)  # PageRank restart probability (back to the query's concepts)
     iterations: int = Field(20, ge=1)  # power-iteration steps (chunk -> concept -> chunk counts as one)
 

@@ -4,8 +4,9 @@
 ``A`` (chunks × concept nodes, weight = mentions). Per query:
 
 1. the query's concepts (the ingest's extractor, kb_ray/index/concepts.py) that are nodes of
-   the graph seed it, each weighted by its specificity ``ln(1 + chunks / df)`` (a concept in
-   every chunk says little) times its count in the query; seeds sum to 1;
+   the graph seed it, each weighted by its specificity ``1 / df`` (HippoRAG's node specificity:
+   a concept in many chunks says little) times its count in the query; seeds sum to 1
+   (``ln(1 + chunks / df)`` instead lost on the realdocs dev split: benchmarks/results/eval.md);
 2. chunks the filter or the hydration gate rule out (the searcher's per-shard masks, the same
    as every mode's) are cut out of the graph: they neither score nor pass mass on;
 3. power iteration of the walk with restart on the bipartite graph: from a concept to its
@@ -56,10 +57,9 @@ class ConceptGraph:
     def seeds(self, query: str) -> np.ndarray:
         """The restart distribution over concept nodes (all zero when no query concept is a node)."""
         seed = np.zeros(len(self.keys), np.float64)
-        n = max(len(self.chunk_ids), 1)
         for key, count in self.extractor.query_keys(query).items():
             for node in self.nodes_of.get(key, ()):
-                seed[node] += count * np.log1p(n / self.df[node])
+                seed[node] += count / self.df[node]
         total = seed.sum()
         return seed / total if total > 0 else seed
 

@@ -52,9 +52,14 @@ def test_pagerank_on_a_tiny_graph_matches_the_closed_form():
 
 
 def test_query_concepts_seed_the_nodes_weighted_by_specificity():
-    graph = _tiny()
-    seed = graph.seeds("k0 k3")  # not words of the extractor: no seeds
-    assert not seed.any()
+    chunk, concept, weight = (np.array(column) for column in zip(*EDGES))
+    keys = ["seal", "pump", "gasket", "seal kit"]  # df 2, 2, 1, 1
+    graph = ConceptGraph({}, ["c0", "c1", "c2", "c3"], keys, keys, np.array([2.0, 2.0, 1.0, 1.0]),
+                         (chunk.astype(np.int32), concept.astype(np.int32), weight))
+    seed = graph.seeds("Seals of the pump, gaskets")  # stemmed like the ingest; "of the" dropped
+    assert np.allclose(seed, np.array([0.5, 0.5, 1.0, 0.0]) / 2.0)
+    assert graph.seeds("seal kit")[3] == pytest.approx(1 / 1.5)  # the phrase 1/1 of seal 1/2 + phrase 1/1 ("kit": no node)
+    assert not graph.seeds("impeller").any()
 
 
 MANUAL = SyntheticDoc(key="manual", collection="alpha",
