@@ -34,7 +34,9 @@ from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.analyzer import TextAnalyzer
 from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
+from kb_ray.index.concepts import ConceptExtractor
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
+from kb_ray.index.graph import GRAPH_DIR, GRAPH_TABLES, build_graph_index, graph_spec
 from kb_ray.index.lexical import lexical_index_class, library_version
 from kb_ray.index.manifest import (
     DENSE_FILE,
@@ -49,8 +51,6 @@ from kb_ray.index.manifest import (
 )
 from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.rows import INDEXED_TABLES, open_session, read_index_rows, resolve_embedder_fp
-from kb_ray.index.concepts import ConceptExtractor
-from kb_ray.index.graph import GRAPH_DIR, GRAPH_TABLES, build_graph_index, graph_spec
 from kb_ray.index.tree import TREE_DIR, build_tree_index, tree_spec
 
 logger = logging.getLogger(__name__)
