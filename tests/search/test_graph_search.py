@@ -9,12 +9,14 @@ import pyarrow as pa
 import pytest
 
 from kb_ray.errors import CatalogError
+from kb_ray.eval.runner import unavailable_reason
 from kb_ray.index import build_index
 from kb_ray.index.generations import drop_generation, local_generation_dir
 from kb_ray.ingest.concepts_backfill import backfill_concepts
 from kb_ray.search import HybridSearcher
 from kb_ray.search.errors import SearchRequestError
 from kb_ray.search.graph import ConceptGraph
+from kb_ray.serving.api import SearchRequest
 from tests.index.test_tree import HashEmbedder
 from tests.index_fixtures import SyntheticDoc, golden_config, synthetic_docs, write_synthetic_catalog
 
@@ -138,3 +140,5 @@ def test_graph_mode_needs_a_graph(tmp_path):
     assert not searcher.has_graph_index
     with pytest.raises(SearchRequestError, match="index.graph=true"):
         searcher.search("seal", mode="graph")
+    assert "index.graph=true" in unavailable_reason("graph", searcher)  # kb-ray eval --modes ...,graph
+    assert SearchRequest.model_validate({"query": "seal", "mode": "graph"}).mode == "graph"  # POST /v1/search
