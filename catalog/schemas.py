@@ -154,6 +154,31 @@ VERSION_CHUNKS = _table(
     ("pages", pa.list_(pa.int32())), ("regions", pa.list_(REGION)),
 )
 
+CONCEPTS = _table(
+    "concepts",
+    ("version_id", "concept_id"),
+    """The key terms and noun phrases of one version (kb_ray/index/concepts.py), one row per
+    concept: ``concept_id = "cpt_" + H(key)`` where ``key`` is the normalized form (lowercase,
+    Snowball-stemmed words, stopwords dropped; identifiers such as ``os.path.join`` or
+    ``--verbose`` kept whole), so a concept is the same node in every version and document;
+    ``label`` is its most frequent surface form in the version, ``kind`` term | phrase |
+    identifier, ``chunks`` how many of the version's chunks mention it. Append-only per
+    version, written with the version's other rows; ``extractor_fp`` names the extractor.""",
+    ("version_id", pa.string()), ("concept_id", pa.string()), ("extractor_fp", pa.string()),
+    ("key", pa.string()), ("label", pa.string()), ("kind", pa.string()), ("chunks", pa.int32()),
+    ("mentions", pa.int32()),
+)
+
+MENTIONS = _table(
+    "mentions",
+    ("version_id", "chunk_id", "concept_id"),
+    """Which chunk of a version mentions which concept, and how often: the edges of the
+    chunk-concept graph an index generation builds for search mode ``graph``
+    (kb_ray/index/graph.py). Append-only per version, like ``version_chunks``.""",
+    ("version_id", pa.string()), ("chunk_id", pa.string()), ("concept_id", pa.string()),
+    ("extractor_fp", pa.string()), ("count", pa.int32()),
+)
+
 EMBEDDINGS = _table(
     "embeddings",
     ("embedder_fp", "embed_text_sha"),
@@ -319,7 +344,7 @@ UPLOADS = _table(
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
-        SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS,
+        SOURCES, DOCUMENTS, VERSIONS, ELEMENTS, PAGES, CHUNKS, VERSION_CHUNKS, CONCEPTS, MENTIONS,
         EMBEDDINGS, PAGE_EMBEDDINGS, ENRICHMENTS, INGEST_RUNS, INGEST_LOG, INDEX_GENERATIONS,
         ANSWERS, FEEDBACK, LEASES, API_KEYS, UPLOADS,
     )

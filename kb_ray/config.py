@@ -224,6 +224,11 @@ class IngestSettings(_Settings):
                                 "same catalog (ingest, purge, maintain) to finish before failing")
     lease_ttl_s: float = Field(60.0, gt=0, description="a writer lease not renewed for this long is stale and "
                                "taken over (a dead holder on this host is detected at once)")
+    # extract key terms and noun phrases of every chunk into the catalog's concepts/mentions tables
+    # (kb_ray/ingest/stages/concepts.py), which index.graph builds its graph from; None (the default):
+    # when index.graph is on. Off, an ingest writes two tables fewer per micro-batch; versions ingested
+    # without concepts get them from `kb-ray backfill-concepts`
+    concepts: bool | None = None
     watch: WatchSettings = WatchSettings()
 
     def source_settings(self) -> list[SourceSettings]:
@@ -277,6 +282,9 @@ class IndexSettings(_Settings):
     # the section tree of each generation (kb_ray/index/tree.py, docs/tree.md) for search mode "tree";
     # off by default: it costs an embedding of every section at build time and has not won the eval sets
     tree: bool = False
+    # the chunk-concept graph of each generation (kb_ray/index/graph.py, docs/graph.md) for search mode
+    # "graph", from the catalog's concepts/mentions rows; off by default (it has not won the eval sets)
+    graph: bool = False
 
 
 class TreeSearchSettings(_Settings):
@@ -286,6 +294,17 @@ class TreeSearchSettings(_Settings):
     max_steps: int = Field(64, ge=1)  # descent budget: heap pops (a branch expanded or a section taken)
     min_chunks: int = Field(20, ge=1)  # stop taking sections once they hold max(k, min_chunks) chunks
     fuse_sections: bool = True  # the sections' order is a third ranked list in the chunk fusion
+
+
+class GraphSearchSettings(_Settings):
+    """Search mode ``graph`` (kb_ray/search/graph.py, docs/graph.md): personalized PageRank over the
+    chunk-concept graph, seeded with the query's concepts, fused with hybrid."""
+
+    # RRF weight of the graph's chunk list beside dense and lexical (1 each); fitted on the realdocs dev
+    # split among 0.1 / 0.25 / 0.5 / 1: the smallest was best, and still below hybrid (benchmarks/results/eval.md)
+    weight: float = Field(0.1, ge=0)
+    restart: float = Field(0.5, gt=0, lt=1)  # PageRank restart probability (back to the query's concepts)
+    iterations: int = Field(20, ge=1)  # power-iteration steps (chunk -> concept -> chunk counts as one)
 
 
 class SearchSettings(_Settings):
@@ -340,6 +359,7 @@ class SearchSettings(_Settings):
     confidence_rerank: int = Field(0, ge=0)
     max_context_chars: int = 8000  # upper bound of a request's context_chars
     tree: TreeSearchSettings = Field(default_factory=TreeSearchSettings)
+    graph: GraphSearchSettings = Field(default_factory=GraphSearchSettings)
 
     @model_validator(mode="after")
     def _one_reranker(self) -> SearchSettings:

@@ -56,7 +56,7 @@ def purge(catalog: DeltaCatalog, *, superseded: bool = False, drop_embedder: str
         report.deleted_rows["embeddings_dropped_embedder"] = _delete_in(catalog, "embeddings", "embedder_fp",
                                                                         [drop_embedder])
     if version_ids:
-        for table in ("elements", "pages", "version_chunks", "versions"):
+        for table in ("elements", "pages", "version_chunks", "concepts", "mentions", "versions"):
             report.deleted_rows[table] = _delete_in(catalog, table, "version_id", version_ids)
     orphan_chunks = _ids(catalog, """SELECT chunk_id FROM chunks c WHERE NOT EXISTS
         (SELECT 1 FROM version_chunks vc WHERE vc.chunk_id = c.chunk_id)""")

@@ -41,7 +41,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help=f"JSONL queries (default: {DEFAULT_DATASET})")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), type=_modes,
-                        help="comma-separated: dense, lexical, hybrid, hybrid+rerank, page, hybrid+page, tree "
+                        help="comma-separated: dense, lexical, hybrid, hybrid+rerank, page, hybrid+page, tree, graph "
                              f"(default: {','.join(DEFAULT_MODES)})")
     parser.add_argument("--split", default="all", choices=("dev", "test", "all"),
                         help="queries of this part of the dataset's <stem>.split.json (dev: for tuning; "

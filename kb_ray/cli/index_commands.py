@@ -18,6 +18,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     build.add_argument("--json", action="store_true")
     add_config_arguments(build)
     build.set_defaults(handler=run_build)
+    backfill = commands.add_parser("backfill-concepts", help="extract the concepts of active versions ingested "
+                                   "without them (ingested with index.graph off), for index.graph (docs/graph.md)")
+    add_config_arguments(backfill)
+    backfill.set_defaults(handler=run_backfill_concepts)
     index = commands.add_parser("index", help="list, switch or drop index generations; refresh (delta segment) "
                                 "or compact the live one (docs/indexes.md)")
     index.add_argument("action", choices=["list", "switch", "drop", "refresh", "compact"])
@@ -45,6 +49,15 @@ def run_build(args: argparse.Namespace) -> int:
         print(f"built {manifest.generation_id}: {manifest.rows} chunks in {len(manifest.shards)} shards "
               f"({manifest.lexical_type} + faiss), catalog versions {manifest.catalog_versions}"
               + (" — now live" if config.index.switch_after_build else ""))
+    return 0
+
+
+def run_backfill_concepts(args: argparse.Namespace) -> int:
+    from kb_ray.ingest.concepts_backfill import backfill_concepts
+
+    report = backfill_concepts(config_from_args(args))
+    print(f"concepts of {report.versions} versions ({report.chunks} chunks): {report.mentions} mentions, "
+          f"{report.concepts} concept rows")
     return 0
 
 

@@ -21,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     search = commands.add_parser("search", help="query a running kb-ray serve over HTTP (or --local)")
     search.add_argument("query")
     search.add_argument("--k", type=int, default=10)
-    search.add_argument("--mode", default="hybrid", help="hybrid | dense | lexical | page | hybrid+page | tree")
+    search.add_argument("--mode", default="hybrid", help="hybrid | dense | lexical | page | hybrid+page | tree | graph")
     search.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                         help="e.g. collection=default, mime=application/pdf, tags_any=a,b, acl_any=p,q, metadata.team=x (repeatable)")
     search.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)

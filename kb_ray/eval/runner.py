@@ -31,7 +31,7 @@ from kb_ray.eval.resolve import (
 
 logger = logging.getLogger(__name__)
 
-EVAL_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank", "page", "hybrid+page", "tree")
+EVAL_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank", "page", "hybrid+page", "tree", "graph")
 DEFAULT_MODES = ("dense", "lexical", "hybrid", "hybrid+rerank")
 PAGE_MODES = ("page", "hybrid+page")
 SPAN_K = 5  # top hits whose spans are scored against the gold spans
@@ -128,6 +128,8 @@ def unavailable_reason(mode: str, searcher: Any) -> str | None:
         return "not available: the generation has no page index (ingest with pages.enabled=true, then build-index)"
     if mode == "tree" and not getattr(searcher, "has_tree_index", False):
         return "not available: the generation has no section tree (build-index with --set index.tree=true)"
+    if mode == "graph" and not getattr(searcher, "has_graph_index", False):
+        return "not available: the generation has no concept graph (build-index with --set index.graph=true)"
     if mode == "hybrid+rerank" and getattr(searcher, "reranker", None) is None:
         return "not available: no reranker configured (set search.rerank_model_path or search.rerank_endpoint)"
     return None

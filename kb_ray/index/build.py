@@ -34,7 +34,9 @@ from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.analyzer import TextAnalyzer
 from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
+from kb_ray.index.concepts import ConceptExtractor
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
+from kb_ray.index.graph import GRAPH_DIR, GRAPH_TABLES, build_graph_index, graph_spec
 from kb_ray.index.lexical import lexical_index_class, library_version
 from kb_ray.index.manifest import (
     DENSE_FILE,
@@ -74,6 +76,8 @@ def index_spec(settings: IndexSettings) -> dict:
             "analyzer": _analyzer(settings).spec(), "statistics": "generation"}
     if settings.tree:
         spec["tree"] = tree_spec(_analyzer(settings))
+    if settings.graph:
+        spec["graph"] = graph_spec(ConceptExtractor())
     return spec
 
 
@@ -111,6 +115,8 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
             spec["pages"] = {"format": PAGE_INDEX_FORMAT, "embedder_fp": page_fp}
         else:  # no page index: the generation depends on (and records) the text tables only
             versions = {name: versions[name] for name in INDEXED_TABLES}
+        if "graph" in spec:
+            versions.update(_graph_versions(catalog, connection, catalog_versions))
         generation_id = generation_id_for(spec, versions, fp)
         manifest = _existing_manifest(config, generation_id)
         if manifest is None:
@@ -138,6 +144,17 @@ def _resolve_versions(catalog: DeltaCatalog, requested: dict[str, int] | None) -
     if missing:
         raise CatalogError(f"catalog_versions must name {list(INDEXED_TABLES)}; missing {missing}")
     return _check_versions(requested, latest, INDEXED_TABLES)
+
+
+def _graph_versions(catalog: DeltaCatalog, connection, requested: dict[str, int] | None) -> dict[str, int]:
+    """Versions of ``concepts`` and ``mentions`` (the latest where ``requested`` names none: a
+    generation built before index.graph), registered in the build's session."""
+    latest = catalog.table_versions()
+    versions = _check_versions({name: (requested or {}).get(name, latest[name]) for name in GRAPH_TABLES},
+                               latest, GRAPH_TABLES)
+    for name, version in versions.items():
+        connection.register(name, catalog.dataset(name, version=version))
+    return versions
 
 
 def _check_versions(requested: dict[str, int], latest: dict[str, int], names: tuple[str, ...]) -> dict[str, int]:
@@ -168,13 +185,19 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
         tree_started = time.perf_counter()
         tree = _build_tree(staged, hydration, config, embedder_fp, text_embedder) if "tree" in spec else None
         tree_seconds = time.perf_counter() - tree_started
+        graph_started = time.perf_counter()
+        graph = build_graph_index(staged / GRAPH_DIR, hydration, connection, extractor=ConceptExtractor()) \
+            if "graph" in spec else None
+        graph_seconds = time.perf_counter() - graph_started
         manifest = GenerationManifest(
             generation_id=generation_id, kind="hybrid", spec=spec, catalog_versions=versions,
             embedder_fp=embedder_fp, dim=int(vectors.shape[1]), lexical_type=config.index.lexical,
             shards=shards, created_at=datetime.now(timezone.utc).isoformat(), pages=pages, tree=tree,
-            stats={"rows": hydration.num_rows, "pages": pages["rows"] if pages else 0,
+            graph=graph, stats={"rows": hydration.num_rows, "pages": pages["rows"] if pages else 0,
                    "build_seconds": round(time.perf_counter() - started, 3),
-                   **({"tree_nodes": tree["rows"], "tree_seconds": round(tree_seconds, 3)} if tree else {})},
+                   **({"tree_nodes": tree["rows"], "tree_seconds": round(tree_seconds, 3)} if tree else {}),
+                   **({"graph_concepts": graph["concepts"], "graph_edges": graph["edges"],
+                       "graph_seconds": round(graph_seconds, 3)} if graph else {})},
         )
         (staged / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
         generations.publish(staged, config.kb_root, generation_id, storage_options=config.storage_options)

@@ -49,6 +49,7 @@ class GenerationManifest:
     stats: dict[str, Any] = field(default_factory=dict)
     pages: dict[str, Any] | None = None  # the page index (kb_ray.index.pages), when page embeddings exist
     tree: dict[str, Any] | None = None  # the section tree (kb_ray.index.tree), with index.tree
+    graph: dict[str, Any] | None = None  # the chunk-concept graph (kb_ray.index.graph), with index.graph
 
     @property
     def rows(self) -> int:

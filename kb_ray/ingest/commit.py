@@ -42,8 +42,8 @@ from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
 from kb_ray.outcomes import render_error
 
 logger = logging.getLogger(__name__)
-DATA_TABLE_ORDER = ("chunks", "elements", "pages", "version_chunks", "versions")
-VERSION_KEYED = ("elements", "pages", "version_chunks", "versions")
+DATA_TABLE_ORDER = ("chunks", "elements", "pages", "version_chunks", "concepts", "mentions", "versions")
+VERSION_KEYED = ("elements", "pages", "version_chunks", "concepts", "mentions", "versions")
 
 
 @dataclass

@@ -85,8 +85,9 @@ def ingest_steps(config: KbConfig, *, run_id: str, pipeline_fp: str) -> list[Ste
     """todo rows → fetch → [model parse: Docling, when ``parse.docling.enabled`` (GPU actor
     pool)] → parse, structure, chunk (CPU actor pool) → [caption figures, when
     ``enrich.captions.enabled`` (actor pool, GPU for in-process models)] → [render pages →
-    page-embed (actor pools), when ``pages.enabled``] → embed + write data files (embedding
-    actor pool; one output row = one micro-batch, BATCH_RECORD, for the driver to commit)."""
+    page-embed (actor pools), when ``pages.enabled``] → [concepts, when ``ingest.concepts``] →
+    embed + write data files (embedding actor pool; one output row = one micro-batch,
+    BATCH_RECORD, for the driver to commit)."""
     from kb_ray.ingest.stages.embed_write import EmbedWriteStage
     from kb_ray.ingest.stages.fetch import FetchStage
     from kb_ray.ingest.stages.parse import ParseStage
@@ -116,9 +117,18 @@ def ingest_steps(config: KbConfig, *, run_id: str, pipeline_fp: str) -> list[Ste
 
         for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
             steps.append(Step([(stage, {**storage, "pages": config.pages})], resources))
-    steps.append(Step([(EmbedWriteStage, {**storage, "embedding": config.embedding, "run_id": run_id})], config.ray.embed,
-                      batch_size=config.ingest.micro_batch_docs))
+    last: list[StageSpec] = [(EmbedWriteStage, {**storage, "embedding": config.embedding, "run_id": run_id})]
+    if extracts_concepts(config):  # cheap and model-free: in the embedding pool, on the micro-batch
+        from kb_ray.ingest.stages.concepts import ConceptStage
+
+        last.insert(0, (ConceptStage, {}))
+    steps.append(Step(last, config.ray.embed, batch_size=config.ingest.micro_batch_docs))
     return steps
+
+
+def extracts_concepts(config: KbConfig) -> bool:
+    """``ingest.concepts``, which follows ``index.graph`` unless set."""
+    return config.index.graph if config.ingest.concepts is None else config.ingest.concepts
 
 
 def build_ingest_dataset(todo: pa.Table, *, config: KbConfig, run_id: str, pipeline_fp: str):

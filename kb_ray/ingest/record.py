@@ -30,7 +30,8 @@ Document — ``action`` (new | changed | unchanged | failed), ``title``, ``mime`
 structure + chunk), ``n_chunks``, ``n_pages``.
 
 Payload — ``{table}_ipc``: this document's rows of each catalog table as one Arrow IPC
-stream (``versions``, ``elements``, ``pages``, ``chunks``, ``version_chunks``; and the new
+stream (``versions``, ``elements``, ``pages``, ``chunks``, ``version_chunks``, then ``concepts`` and
+``mentions`` from the concept stage; and the new
 content-addressed ``enrichments`` / ``page_embeddings`` rows, on the first document of a
 batch that needed them); ``raw``: the bytes of a PDF whose pages the renderer draws.
 
@@ -42,7 +43,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-VERSION_TABLES = ("versions", "elements", "pages", "chunks", "version_chunks")
+CONCEPT_TABLES = ("concepts", "mentions")  # filled by the concept stage (kb_ray/ingest/stages/concepts.py)
+VERSION_TABLES = ("versions", "elements", "pages", "chunks", "version_chunks", *CONCEPT_TABLES)
 PASSED_ROW_TABLES = ("page_embeddings", "enrichments")  # content-addressed rows the driver merges
 
 SOURCE_FIELDS = [

@@ -8,7 +8,9 @@ evidence and confidence, re-sort the top ``search.confidence_rerank`` by confide
 mode without a cross-encoder) → ``k`` hits. Because the gate (documents' current active
 versions, re-read every ``gate_max_age_s`` seconds) is part of the mask, tombstoned or superseded chunks never take a slot, and a query
 returns exactly ``k`` hits whenever at least ``k`` allowed chunks match. Mode ``tree`` first
-picks sections (kb_ray/search/tree.py, docs/tree.md) and narrows the masks to their chunks.
+picks sections (kb_ray/search/tree.py, docs/tree.md) and narrows the masks to their chunks; mode
+``graph`` adds a third list to the fusion, the chunks of a personalized PageRank over the
+chunk-concept graph seeded with the query's concepts (kb_ray/search/graph.py, docs/graph.md).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.search.filters import parse_filters
 from kb_ray.search.fusion import fuse, tie_break_retrievers
 from kb_ray.search.gate import ActivePointers
+from kb_ray.search.graph import ConceptGraph
 from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import Reranker, reranker_from_settings
@@ -41,11 +44,11 @@ from kb_ray.search.tree import SectionTree, section_chunks
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["dense", "lexical", "hybrid", "page", "hybrid+page", "tree"]
-MODES = ("dense", "lexical", "hybrid", "page", "hybrid+page", "tree")
+Mode = Literal["dense", "lexical", "hybrid", "page", "hybrid+page", "tree", "graph"]
+MODES = ("dense", "lexical", "hybrid", "page", "hybrid+page", "tree", "graph")
 EVIDENCE_MODES = ("none", "lexical", "hybrid")  # search.evidence; a request may choose another
-DENSE_MODES, LEXICAL_MODES, PAGE_MODES = ("dense", "hybrid", "hybrid+page", "tree"), \
-    ("lexical", "hybrid", "hybrid+page", "tree"), ("page", "hybrid+page")
+DENSE_MODES, LEXICAL_MODES, PAGE_MODES = ("dense", "hybrid", "hybrid+page", "tree", "graph"), \
+    ("lexical", "hybrid", "hybrid+page", "tree", "graph"), ("page", "hybrid+page")
 
 
 @dataclass
@@ -59,12 +62,14 @@ class SearchResult:
     abstain: bool | None = None  # best hit confidence < search.abstain_below (None: no threshold known)
     rerank_error: str | None = None  # why a configured rerank failed (the fused order was kept)
     tree: dict[str, Any] | None = None  # tree mode: the sections taken and the descent's steps
+    graph: dict[str, Any] | None = None  # graph mode: the query concepts that seeded the walk
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": self.hits, "generation": self.generation, "mode": self.mode, "k": self.k,
                 "reranked": self.reranked, "abstain": self.abstain, "timing_ms": self.timing_ms,
                 **({"rerank_error": self.rerank_error} if self.rerank_error else {}),
-                **({"tree": self.tree} if self.tree is not None else {})}
+                **({"tree": self.tree} if self.tree is not None else {}),
+                **({"graph": self.graph} if self.graph is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class _Loaded:
     sets: SegmentSets | None = None  # the base and delta segment shards as loaded (kb_ray/search/segment_sets.py)
     lineage: GenerationManifest | None = None  # with segments: catalog_versions of the newest one
     tree: SectionTree | None = None  # the section tree (index.tree), base generation only
+    graph: ConceptGraph | None = None  # the chunk-concept graph (index.graph), base generation only
 
     @property
     def segment(self) -> int:
@@ -157,6 +163,10 @@ class HybridSearcher:
         return self._loaded.tree is not None
 
     @property
+    def has_graph_index(self) -> bool:
+        return self._loaded.graph is not None
+
+    @property
     def segment(self) -> int:
         """The newest delta segment of the generation being served (0: none)."""
         return self._loaded.segment
@@ -173,7 +183,7 @@ class HybridSearcher:
                 if upto == self._loaded.segment:
                     return False
                 self._loaded = self._with_segments(self._loaded.manifest, self._loaded.sets, self._loaded.pages,
-                                                   upto=upto, tree=self._loaded.tree)
+                                                   upto=upto, tree=self._loaded.tree, graph=self._loaded.graph)
                 self.gate.invalidate()  # a segment's documents are active: do not wait out the gate's cache
                 logger.info("search loaded segments of %s up to %d", current, upto)
                 return True
@@ -195,17 +205,18 @@ class HybridSearcher:
         shards = [SearchShard.load(folder, info, manifest.lexical_type) for info in manifest.shards]
         pages = PageIndex.load(folder, manifest.pages) if manifest.pages else None
         tree = SectionTree.load(folder, manifest.tree) if manifest.tree else None
+        graph = ConceptGraph.load(folder, manifest.graph) if manifest.graph else None
         logger.info("loaded generation %s (%d chunks, %d shards, %d pages)", generation_id, manifest.rows,
                     len(shards), manifest.pages["rows"] if manifest.pages else 0)
         upto = self.pinned_segment if self.pinned_segment is not None else \
             latest_segment(self.config.kb_root, generation_id, storage_options=options)
-        return self._with_segments(manifest, SegmentSets(shards), pages, upto=upto, tree=tree)
+        return self._with_segments(manifest, SegmentSets(shards), pages, upto=upto, tree=tree, graph=graph)
 
     def _with_segments(self, manifest: GenerationManifest, sets: SegmentSets, pages: PageIndex | None, *,
-                       upto: int, tree: SectionTree | None = None) -> _Loaded:
+                       upto: int, tree: SectionTree | None = None, graph: ConceptGraph | None = None) -> _Loaded:
         sets, shards = attach_segments(self.config, manifest, sets, upto=upto)
         lineage = lineage_manifest(manifest, sets.segments[-1]) if sets.segments else None
-        return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets, lineage, tree)
+        return _Loaded(manifest, shards, pages, ChunkLocator(shards), sets, lineage, tree, graph)
 
     # -- searching ---------------------------------------------------------------------
 
@@ -242,6 +253,10 @@ class HybridSearcher:
             timer.lap("page")
         if tree_ranked is not None and self.config.search.tree.fuse_sections:
             ranked["tree"] = tree_ranked
+        graph_info = None
+        if mode == "graph":
+            ranked["graph"], graph_info = self._graph_rank(loaded, query, masks, n)
+            timer.lap("graph")
         candidates = self._fuse(ranked, loaded)
         if mode == "tree" and len(candidates) < k:  # the sections held too few: the rest in hybrid order
             candidates = self._filled(candidates, loaded, query, n=n, masks=full_masks, query_vector=query_vector,
@@ -266,7 +281,7 @@ class HybridSearcher:
         timer.lap("evidence")
         return SearchResult(hits=hits, generation=loaded.manifest.generation_id, mode=mode, k=k,
                             reranked=do_rerank, timing_ms=timer.total(), abstain=abstain, rerank_error=rerank_error,
-                            tree=tree_info)
+                            tree=tree_info, graph=graph_info)
 
     # -- tree mode (kb_ray/search/tree.py) -----------------------------------------------
 
@@ -284,6 +299,15 @@ class HybridSearcher:
                               "score": round(descent.scores[row], 6)} for row in descent.sections],
                 "trace": descent.trace}
         return narrowed, ranked, info
+
+    # -- graph mode (kb_ray/search/graph.py) ---------------------------------------------
+
+    def _graph_rank(self, loaded: _Loaded, query: str, masks: list[np.ndarray], n: int):
+        settings = self.config.search.graph
+        seed = loaded.graph.seeds(query)
+        scores = loaded.graph.rank(seed, loaded.graph.allowed(loaded.shards, masks), restart=settings.restart,
+                                   iterations=settings.iterations)
+        return loaded.graph.ranked(scores, loaded.shards, masks, n), {"seeds": loaded.graph.seed_labels(seed)}
 
     def _filled(self, candidates: list[Candidate], loaded: _Loaded, query: str, *, n: int,
                 masks: list[np.ndarray], query_vector: np.ndarray | None, timer: _Timer) -> list[Candidate]:
@@ -334,6 +358,9 @@ class HybridSearcher:
         manifest = loaded.manifest
         if mode not in MODES:
             raise SearchRequestError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+        if mode == "graph" and loaded.graph is None:
+            raise SearchRequestError(f"generation {manifest.generation_id} has no concept graph: build the index "
+                                     "with index.graph=true")
         if mode == "tree" and loaded.tree is None:
             raise SearchRequestError(f"generation {manifest.generation_id} has no section tree: build the index "
                                      "with index.tree=true")
@@ -426,8 +453,9 @@ class HybridSearcher:
         where = {cid: (shard, row) for items in ranked.values() for cid, _, shard, row in items}
         tie_keys = {cid: loaded.shards[shard].tie_keys[row] for cid, (shard, row) in where.items() if shard != PAGE_SHARD}
         settings = self.config.search
+        weights = {"graph": settings.graph.weight, **settings.weights}
         fused = fuse({name: [item[:2] for item in items] for name, items in ranked.items()}, method=settings.fusion,
-                     rrf_k=settings.rrf_k, weights=settings.weights, tie_keys=tie_keys,
+                     rrf_k=settings.rrf_k, weights=weights, tie_keys=tie_keys,
                      tie_break=tie_break_retrievers(settings.rrf_tie_break))
         positions = {name: {item[0]: (rank, item[1]) for rank, item in enumerate(items, 1)}
                      for name, items in ranked.items()}

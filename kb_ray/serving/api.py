@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kb_ray.config import EvidenceMode
 from kb_ray.serving.http_guards import lone_surrogate_path
 
-Mode = Literal["hybrid", "dense", "lexical", "page", "hybrid+page", "tree"]
+Mode = Literal["hybrid", "dense", "lexical", "page", "hybrid+page", "tree", "graph"]
 MAX_REQUEST_DOCUMENTS = 16  # /v1/answer: named documents per request
 MAX_REQUEST_DIMENSIONS = 24  # /v1/answer: given compare rows / summary sections (each one is a search)
 

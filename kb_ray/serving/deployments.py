@@ -272,7 +272,7 @@ class SearchIngress:
         if not request.query.strip():
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
         self._check_query_length(request.query)
-        needs_vector = request.mode in ("dense", "hybrid", "hybrid+page", "tree")
+        needs_vector = request.mode in ("dense", "hybrid", "hybrid+page", "tree", "graph")
         vector = await call_once_more_if_replica_died(self.embedder.embed, request.query) if needs_vector else None
         embed_ms = (time.perf_counter() - started) * 1000
         body = request.model_dump()

@@ -7,7 +7,7 @@ import pyarrow as pa
 from kb_ray.catalog.contract import schemas
 
 EXPECTED_TABLES = {
-    "sources", "documents", "versions", "elements", "pages", "chunks", "version_chunks",
+    "sources", "documents", "versions", "elements", "pages", "chunks", "version_chunks", "concepts", "mentions",
     "embeddings", "page_embeddings", "enrichments", "ingest_runs", "ingest_log", "index_generations",
     "answers", "feedback", "leases", "api_keys", "uploads",
 }

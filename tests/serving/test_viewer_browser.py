@@ -346,7 +346,7 @@ def test_deep_links_open_the_page_with_the_chunk_and_run_the_search(service, bro
     assert browser.find_element(By.ID, "mode").get_attribute("value") == "lexical"
     assert "lexical" in browser.find_element(By.ID, "search-status").text
     modes = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#mode option")]
-    assert modes == ["hybrid", "dense", "lexical", "page", "hybrid+page", "tree"]  # the service's own list (OpenAPI)
+    assert modes == ["hybrid", "dense", "lexical", "page", "hybrid+page", "tree", "graph"]  # the service's own list (OpenAPI)
 
 
 def test_keyboard_enter_searches_and_arrows_move_between_hits(service, browser):

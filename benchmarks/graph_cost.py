@@ -1,0 +1,89 @@
+"""Cost of the concept graph (docs/graph.md): extraction and graph build in s per 1,000 chunks,
+and query latency of ``graph`` beside ``hybrid``.
+
+    python benchmarks/graph_cost.py --set kb_root=/tmp/g19_rd [--repeat 3] [--queries FILE]
+
+Reads the hydration rows of the live generation's catalog versions once (a generation built
+with ``index.graph=true``), then times, per repeat and interleaved so the ratio holds on a
+loaded machine: the concept extraction of every chunk (what the ingest's ConceptStage does per
+micro-batch), the graph files (from the catalog's mentions) and beside them the text shards of the
+same rows (FAISS + BM25, vectors from the catalog); the median counts. With ``--queries`` it also
+times in-process search of each query in ``hybrid`` and ``graph`` mode, interleaved (one warm-up
+pass first), and prints p50 / p95 per mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kb_ray.catalog.delta import DeltaCatalog
+from kb_ray.config import load_config
+from kb_ray.index import build as build_module
+from kb_ray.index.concepts import ConceptExtractor, version_concepts
+from kb_ray.index.generations import load_manifest, read_current
+from kb_ray.index.graph import build_graph_index
+from kb_ray.index.rows import open_session, read_index_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--queries", default=None, help="a JSONL eval dataset: also time hybrid vs graph queries")
+    args = parser.parse_args()
+    config = load_config(ROOT / "conf" / "local.yaml", overrides=args.overrides)
+    manifest = load_manifest(config.kb_root, read_current(config.kb_root))
+    catalog = DeltaCatalog.open(config.kb_root, create=False)
+    connection = open_session(catalog, manifest.catalog_versions)
+    hydration, vectors = read_index_rows(connection, manifest.embedder_fp)
+    vectors = build_module._vectors(vectors)
+    pairs = list(zip(hydration.column("chunk_id").to_pylist(), hydration.column("text").to_pylist()))
+    runs: dict[str, list[float]] = {"extract": [], "graph": [], "shards": []}
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as scratch:
+            runs["extract"].append(_timed(lambda: version_concepts("v", iter(pairs), ConceptExtractor())))
+            runs["graph"].append(_timed(lambda: build_graph_index(Path(scratch) / "graph", hydration, connection,
+                                                                  extractor=ConceptExtractor())))
+            runs["shards"].append(_timed(lambda: build_module._write_shards(Path(scratch) / "s", hydration, vectors,
+                                                                            config.index)))
+    chunks = hydration.num_rows
+    print(f"{chunks} chunks; graph {manifest.graph}")
+    for name, seconds in runs.items():
+        median = statistics.median(seconds)
+        print(f"{name:8s} median {median:.3f} s = {1000 * median / chunks:.3f} s per 1,000 chunks")
+    if args.queries:
+        query_latency(config, args.queries)
+
+
+def query_latency(config, path: str) -> None:
+    from kb_ray.search import HybridSearcher
+
+    searcher = HybridSearcher.open(config)
+    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()]
+    for query in queries[:5]:  # warm-up
+        searcher.search(query, mode="graph", k=10)
+    times: dict[str, list[float]] = {"hybrid": [], "graph": []}
+    for query in queries:
+        for mode in times:
+            times[mode].append(_timed(lambda: searcher.search(query, mode=mode, k=10)) * 1000)
+    for mode, ms in times.items():
+        print(f"{mode:7s} {len(ms)} queries: p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms")
+
+
+def _timed(work) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    main()
