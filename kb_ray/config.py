@@ -274,6 +274,13 @@ class IndexSettings(_Settings):
     # the section tree of each generation (kb_ray/index/tree.py, docs/tree.md) for search mode "tree";
     # off by default: it costs an embedding of every section at build time and has not won the eval sets
     tree: bool = False
+    # the contextual generation (kb_ray/index/contextual.py, docs/contextual.md): embed and BM25-index a
+    # short context (document title, section path, position, section lead) + each chunk; off by default
+    contextual: bool = False
+    # who writes the contexts: "extractive" (no model) or "generator" (the configured answer.generator)
+    contextual_writer: Literal["extractive", "generator"] = "extractive"
+    contextual_document_chars: int = Field(6000, ge=200)  # generator: document excerpt in the prompt
+    contextual_max_tokens: int = Field(128, ge=8)  # generator: completion budget of one context
 
 
 class TreeSearchSettings(_Settings):
