@@ -178,3 +178,17 @@ def test_vectors_are_those_of_the_contextual_text(tmp_path):
     first = rows.column("chunk_id")[0].as_py()
     expected = HashEmbedder().embed_texts([f"{contexts[first]}\n{rows.column('text')[0].as_py()}"])[0]
     assert np.allclose(index.reconstruct(0), expected, atol=1e-6)
+
+
+def test_a_refresh_of_a_live_contextual_generation_is_a_full_build(tmp_path, monkeypatch):
+    from kb_ray.embedding.text import TextEmbedder
+    from kb_ray.index.refresh import refresh_index
+    from tests.index_fixtures import SyntheticDoc
+
+    write_synthetic_catalog(tmp_path / "kb", DOCS)
+    config = _config(tmp_path / "kb")
+    first = build_index(config, text_embedder=HashEmbedder())
+    write_synthetic_catalog(tmp_path / "kb", [SyntheticDoc(key="late", texts=["A late note about seals."])], seed=1)
+    monkeypatch.setattr(TextEmbedder, "from_settings", classmethod(lambda cls, settings, **_: HashEmbedder()))
+    result = refresh_index(config)  # the compaction embeds the new chunk's contextual text
+    assert result.action == "compacted" and "contextual" in result.detail and result.generation != first.generation_id
