@@ -33,9 +33,9 @@ from kb_ray.embedding.fingerprint import embedder_fingerprint
 from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.analyzer import TextAnalyzer
+from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
 from kb_ray.index.chunk_context import contextual_text
 from kb_ray.index.contextual import ContextualInputs, context_writer, contextual_inputs, contextual_spec
-from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
 from kb_ray.index.lexical import lexical_index_class, library_version
 from kb_ray.index.manifest import (
