@@ -1,7 +1,7 @@
 """Cost of the contextual generation (docs/contextual.md) against the plain one.
 
     python benchmarks/contextual_cost.py --set kb_root=/tmp/ctx19_gold --plain gen_… --contextual gen_… \
-        [--queries golden/queries.jsonl] [--repeat 3]
+        [--queries golden/queries.jsonl [--limit N]] [--repeat 3]
 
 Index time: the two generations' own build records (``stats.build_seconds`` and, for the
 contextual one, ``stats.contextual``: contexts written, texts embedded or found cached, seconds),
@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--plain", required=True)
     parser.add_argument("--contextual", required=True)
     parser.add_argument("--queries", default=None)
+    parser.add_argument("--limit", type=int, default=None, help="time only the first N queries")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     config = load_config(ROOT / "conf" / "local.yaml", overrides=args.overrides)
@@ -50,7 +51,7 @@ def main() -> None:
     seconds = statistics.median(_context_seconds(config, contextual) for _ in range(args.repeat))
     print(f"extractive contexts alone: median {seconds:.3f} s = {seconds * per_k:.3f} s per 1,000")
     if args.queries:
-        query_latency(config, args.plain, args.contextual, args.queries)
+        query_latency(config, args.plain, args.contextual, args.queries, limit=args.limit)
 
 
 def _context_seconds(config, manifest) -> float:
@@ -63,14 +64,14 @@ def _context_seconds(config, manifest) -> float:
     return time.perf_counter() - started
 
 
-def query_latency(config, plain: str, contextual: str, path: str) -> None:
+def query_latency(config, plain: str, contextual: str, path: str, *, limit: int | None = None) -> None:
     from kb_ray.embedding.text import TextEmbedder
     from kb_ray.search import HybridSearcher
 
     embedder = TextEmbedder.from_settings(config.embedding)
     searchers = {name: HybridSearcher.open(config, generation_id=gen, embedder=embedder)
                  for name, gen in (("plain", plain), ("contextual", contextual))}
-    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()]
+    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()][:limit]
     for query in queries[:5]:  # warm-up
         for searcher in searchers.values():
             searcher.search(query, k=10)
