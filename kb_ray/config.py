@@ -279,6 +279,8 @@ class IndexSettings(_Settings):
     contextual: bool = False
     # who writes the contexts: "extractive" (no model) or "generator" (the configured answer.generator)
     contextual_writer: Literal["extractive", "generator"] = "extractive"
+    # where the context goes: "both" (embedded and BM25 body), "dense" (embedded only) or "lexical" (BM25 only)
+    contextual_in: Literal["both", "dense", "lexical"] = "both"
     contextual_document_chars: int = Field(6000, ge=200)  # generator: document excerpt in the prompt
     contextual_max_tokens: int = Field(128, ge=8)  # generator: completion budget of one context
 

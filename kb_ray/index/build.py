@@ -167,12 +167,12 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
     hydration, vector_column = read_index_rows(connection, embedder_fp)
     vectors = _vectors(vector_column)
     contextual = _contextual(config, hydration, embedder_fp, text_embedder) if "contextual" in spec else None
-    if contextual is not None and hydration.num_rows:
+    if contextual is not None and contextual.vectors is not None and hydration.num_rows:
         vectors = contextual.vectors
+    lexical_contexts = contextual.contexts if contextual and config.index.contextual_in != "dense" else None
     staged = generations.staging_dir(config.kb_root, generation_id)
     try:
-        shards = _write_shards(staged, hydration, vectors, config.index,
-                               contexts=contextual.contexts if contextual else None)
+        shards = _write_shards(staged, hydration, vectors, config.index, contexts=lexical_contexts)
         pages = build_page_index(staged / PAGES_DIR, connection, page_fp) if page_fp else None
         tree_started = time.perf_counter()
         tree = _build_tree(staged, hydration, config, embedder_fp, text_embedder) if "tree" in spec else None
@@ -206,7 +206,8 @@ def _contextual(config: KbConfig, hydration: pa.Table, embedder_fp: str, text_em
 
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
     return contextual_inputs(catalog, hydration, writer=context_writer(config.index, config.answer),
-                             analyzer=_analyzer(config.index), embedder_fp=embedder_fp, embedder=embedder)
+                             analyzer=_analyzer(config.index), embedder_fp=embedder_fp, embedder=embedder,
+                             embed=config.index.contextual_in != "lexical")
 
 
 def _build_tree(staged: Path, hydration: pa.Table, config: KbConfig, embedder_fp: str,

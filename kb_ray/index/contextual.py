@@ -115,8 +115,11 @@ def contextual_spec(index: IndexSettings, answer: AnswerSettings) -> dict[str, A
     """What changes the contextual generation's content (part of the generation's spec)."""
     fp = (llm_enricher_fingerprint(answer, index) if index.contextual_writer == "generator"
           else ExtractiveContextWriter().fingerprint)
-    return {"format": CONTEXT_FORMAT, "writer": index.contextual_writer, "enricher_fp": fp,
+    spec = {"format": CONTEXT_FORMAT, "writer": index.contextual_writer, "enricher_fp": fp,
             "indexed_text": "context, newline, chunk text (embedded and the BM25 body channel)"}
+    if index.contextual_in != "both":  # a key only when set, so "both" keeps its generation ids
+        spec["in"] = index.contextual_in
+    return spec
 
 
 def enrichment_row(writer: Any, input_sha: str, *, text: str | None, error: str | None = None,
@@ -131,19 +134,21 @@ def enrichment_row(writer: Any, input_sha: str, *, text: str | None, error: str 
 @dataclass
 class ContextualInputs:
     contexts: list[str]  # per hydration row
-    vectors: np.ndarray  # per hydration row, of context + text
+    vectors: np.ndarray | None  # per hydration row, of context + text (None: contexts only)
     stats: dict[str, Any] = field(default_factory=dict)
 
 
 def contextual_inputs(catalog: DeltaCatalog, hydration: pa.Table, *, writer: Any, analyzer: TextAnalyzer,
-                      embedder_fp: str, embedder: Callable[[], Any]) -> ContextualInputs:
+                      embedder_fp: str, embedder: Callable[[], Any], embed: bool = True) -> ContextualInputs:
     """Contexts and vectors of ``context + text`` for every hydration row; ``embedder()`` gives
-    the text embedder (called only when a text has no cached vector)."""
+    the text embedder (called only when a text has no cached vector). ``embed=False``: contexts
+    only (``vectors`` is None)."""
     started = time.perf_counter()
     places = chunk_places(hydration, analyzer)
     contexts, written, failed = _contexts(catalog, places, writer)
     texts = [contextual_text(c, p.text) for c, p in zip(contexts, places)]
-    vectors, embedded, cached = _vectors(catalog, texts, embedder_fp=embedder_fp, embedder=embedder)
+    vectors, embedded, cached = (_vectors(catalog, texts, embedder_fp=embedder_fp, embedder=embedder) if embed
+                                 else (None, 0, 0))
     stats = {"writer": writer.name, "contexts_written": written, "contexts_failed": failed,
              "texts_embedded": embedded, "texts_cached": cached,
              "seconds": round(time.perf_counter() - started, 3)}

@@ -192,3 +192,15 @@ def test_a_refresh_of_a_live_contextual_generation_is_a_full_build(tmp_path, mon
     monkeypatch.setattr(TextEmbedder, "from_settings", classmethod(lambda cls, settings, **_: HashEmbedder()))
     result = refresh_index(config)  # the compaction embeds the new chunk's contextual text
     assert result.action == "compacted" and "contextual" in result.detail and result.generation != first.generation_id
+
+
+def test_context_only_in_the_lexical_index_embeds_nothing(tmp_path):
+    write_synthetic_catalog(tmp_path / "kb", DOCS)
+    embedder = CountingEmbedder()
+    both = build_index(_config(tmp_path / "kb", "index.switch_after_build=false"), text_embedder=embedder)
+    lexical = build_index(_config(tmp_path / "kb", "index.contextual_in=lexical"), text_embedder=CountingEmbedder())
+    dense = build_index(_config(tmp_path / "kb", "index.contextual_in=dense"), text_embedder=CountingEmbedder())
+    assert "in" not in both.spec["contextual"] and lexical.spec["contextual"]["in"] == "lexical"
+    assert len({both.generation_id, lexical.generation_id, dense.generation_id}) == 3
+    assert lexical.stats["contextual"]["texts_embedded"] == 0 and lexical.stats["contextual"]["texts_cached"] == 0
+    assert dense.stats["contextual"]["texts_cached"] == 7 and dense.stats["contextual"]["texts_embedded"] == 0
