@@ -27,7 +27,7 @@ QUERY = "descale the Zephyr kettle"
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory):
+def kb(tmp_path_factory, text_embedder):
     source = tmp_path_factory.mktemp("src")
     for name, (title, body) in FILES.items():
         (source / name).write_text(body, encoding="utf-8")
@@ -38,27 +38,29 @@ def kb(tmp_path_factory):
     assert run_ingest(config).status == "succeeded"
     plain = build_index(config)
     contextual = build_index(config.model_copy(update={"index": config.index.model_copy(
-        update={"contextual": True, "switch_after_build": False})}))
-    return config, plain, contextual
+        update={"contextual": True, "switch_after_build": False})}), text_embedder=text_embedder)
+    searchers = {g.generation_id: HybridSearcher.open(config, generation_id=g.generation_id, embedder=text_embedder)
+                 for g in (plain, contextual)}
+    return config, plain, contextual, searchers
 
 
-def _search(config, generation_id: str) -> list[dict]:
-    return HybridSearcher.open(config, generation_id=generation_id).search(QUERY, k=3).hits
+def _search(kb, generation_id: str) -> list[dict]:
+    return kb[3][generation_id].search(QUERY, k=3).hits
 
 
 def test_the_context_brings_the_titled_chunk_first_only_in_the_contextual_generation(kb):
-    config, plain, contextual = kb
+    _, plain, contextual, _ = kb
     assert contextual.catalog_versions == plain.catalog_versions and contextual.embedder_fp == plain.embedder_fp
     assert contextual.stats["contextual"]["texts_embedded"] == 3
-    plain_hits, contextual_hits = _search(config, plain.generation_id), _search(config, contextual.generation_id)
+    plain_hits, contextual_hits = _search(kb, plain.generation_id), _search(kb, contextual.generation_id)
     assert contextual_hits[0]["title"] == "Zephyr Kettle Care Guide"
     assert plain_hits[0]["title"] == "Boreal Coffee Maker Guide"  # "kettle" is in its text
 
 
 def test_contextual_hits_carry_the_plain_chunk_text_spans_pages_and_evidence(kb):
-    config, plain, contextual = kb
-    by_chunk = {h["chunk_id"]: h for h in _search(config, plain.generation_id)}
-    for hit in _search(config, contextual.generation_id):
+    _, plain, contextual, _ = kb
+    by_chunk = {h["chunk_id"]: h for h in _search(kb, plain.generation_id)}
+    for hit in _search(kb, contextual.generation_id):
         same = by_chunk[hit["chunk_id"]]
         assert not hit["text"].startswith("Document:") and "Zephyr Kettle Care Guide" not in hit["text"]
         for key in ("text", "spans", "pages", "quote"):
