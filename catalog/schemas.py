@@ -215,7 +215,13 @@ ENRICHMENTS = _table(
     ``prompt_tokens``, ``completion_tokens``, ``seconds`` and ``cost_usd`` record the
     usage of that one call. The caption reaches search as a chunk of its own
     (``chunks.kind = 'figure_description'``) placed at its figure's page and box; it never
-    replaces the document's text.""",
+    replaces the document's text. ``kind = 'chunk_context'``: the context of a chunk that
+    a contextual index generation embeds and BM25-indexes before the chunk's text
+    (kb_ray/index/contextual.py, docs/contextual.md), extractive or written by the
+    configured answer generator; ``input_sha`` is the sha256 of what its writer saw. They
+    are written by ``build-index`` with ``index.contextual``, not by the ingest, and are a
+    cache: ``purge`` deletes them (and their vectors) and the next contextual build writes
+    them again.""",
     ("enricher_fp", pa.string()), ("input_sha", pa.string()), ("kind", pa.string()),
     ("model", pa.string()), ("status", pa.string()), ("text", pa.string()), ("error", pa.string()),
     ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("seconds", pa.float64()),

@@ -285,6 +285,15 @@ class IndexSettings(_Settings):
     # the chunk-concept graph of each generation (kb_ray/index/graph.py, docs/graph.md) for search mode
     # "graph", from the catalog's concepts/mentions rows; off by default (it has not won the eval sets)
     graph: bool = False
+    # the contextual generation (kb_ray/index/contextual.py, docs/contextual.md): embed and BM25-index a
+    # short context (document title, section path, position, section lead) + each chunk; off by default
+    contextual: bool = False
+    # who writes the contexts: "extractive" (no model) or "generator" (the configured answer.generator)
+    contextual_writer: Literal["extractive", "generator"] = "extractive"
+    # where the context goes: "both" (embedded and BM25 body), "dense" (embedded only) or "lexical" (BM25 only)
+    contextual_in: Literal["both", "dense", "lexical"] = "both"
+    contextual_document_chars: int = Field(6000, ge=200)  # generator: document excerpt in the prompt
+    contextual_max_tokens: int = Field(128, ge=8)  # generator: completion budget of one context
 
 
 class TreeSearchSettings(_Settings):

@@ -52,6 +52,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the naive reference's window vectors in DIR and reuse them (default: none)")
     parser.add_argument("--k", type=int, default=20, help="hits per query (default: 20)")
     parser.add_argument("--generation", default=None, help="evaluate this index generation (default: the live one)")
+    parser.add_argument("--contextual-generation", default=None, metavar="GEN",
+                        help="also evaluate hybrid search of this (contextual) generation, as mode 'contextual' "
+                             "(docs/contextual.md)")
     parser.add_argument("--report", default=DEFAULT_REPORT,
                         help=f"Markdown report path; the JSON goes beside it (default: {DEFAULT_REPORT})")
     parser.add_argument("--no-report", action="store_true", help="do not write the report files")
@@ -141,8 +144,12 @@ def evaluate(config, args: argparse.Namespace) -> int:
 
     queries = select_split(load_dataset(args.dataset), dataset=args.dataset, split=args.split)
     searcher = HybridSearcher.open(config, generation_id=args.generation)
+    contextual = None
+    if getattr(args, "contextual_generation", None):
+        contextual = HybridSearcher.open(config, generation_id=args.contextual_generation)
     summary = summarize(run_eval(config, queries, modes=args.modes, k=args.k, searcher=searcher, dataset=args.dataset,
-                                 naive=not args.no_naive, split=args.split, naive_cache=args.naive_cache))
+                                 naive=not args.no_naive, split=args.split, naive_cache=args.naive_cache,
+                                 contextual=contextual))
     print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else render_markdown(summary))
     if not args.no_report:
         command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])

@@ -35,11 +35,12 @@ def compare_to_naive(modes: dict[str, Any]) -> dict[str, Any]:
     ``loses`` names the measures of :data:`LOSS_MEASURES` where kb-ray is below naive."""
     out = {}
     for name, mode in modes.items():
-        naive = modes.get("naive-" + ("hybrid" if name == "hybrid+rerank" else name))
+        base = "hybrid" if name in ("hybrid+rerank", "contextual") else name
+        naive = modes.get("naive-" + base)
         if name.startswith("naive-") or not naive or not mode["available"] or not naive["available"]:
             continue
         ours, theirs = mode["metrics"], naive["metrics"]
-        out[name] = {"naive": "naive-" + ("hybrid" if name == "hybrid+rerank" else name),
+        out[name] = {"naive": "naive-" + base,
                      **{c: {"kb_ray": ours[c], "naive": theirs[c]} for c in COMPARE},
                      "loses": [c for c in LOSS_MEASURES if _below(ours[c], theirs[c])]}
     return out

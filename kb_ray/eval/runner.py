@@ -84,12 +84,14 @@ class _Labels:
 
 def run_eval(config: KbConfig, queries: list[EvalQuery], *, modes: tuple[str, ...] = DEFAULT_MODES, k: int = 20,
              searcher: Any = None, dataset: str = "", naive: bool = True, split: str = "all",
-             naive_cache: str | None = None) -> EvalResult:
+             naive_cache: str | None = None, contextual: Any = None) -> EvalResult:
     """Evaluate ``queries`` in each mode; quotes that do not resolve raise before any search.
 
     With ``naive``, the naive reference (:mod:`kb_ray.eval.naive`) runs after the kb-ray
     modes on the same catalog, as ``naive-<mode>`` for each of dense, lexical and hybrid
-    that an available requested mode uses (``hybrid+rerank`` counts as hybrid)."""
+    that an available requested mode uses (``hybrid+rerank`` counts as hybrid). ``contextual``, a
+    searcher over a contextual generation of the same catalog (docs/contextual.md), adds its
+    ``hybrid`` mode as mode ``contextual``, labelled with the same chunks."""
     if searcher is None:
         from kb_ray.search.searcher import HybridSearcher
 
@@ -103,6 +105,10 @@ def run_eval(config: KbConfig, queries: list[EvalQuery], *, modes: tuple[str, ..
     if naive:  # only next to kb-ray modes that ran
         results += _run_naive(searcher, tuple(r.mode for r in results if r.available), queries, labels, texts, k=k,
                               cache_dir=naive_cache)
+    if contextual is not None:
+        scored = _run_mode(contextual, "hybrid", queries, labels, texts, k=k)
+        results.append(ModeResult(mode="contextual", available=scored.available, note=scored.note,
+                                  queries=scored.queries))
     uncovered = [q.id for q in queries if q.answerable and not labels.qrels.get(q.id)]
     return EvalResult(dataset=dataset, k=k, generation=searcher.generation, modes=results,
                       quotes={**_quote_summary(resolution), "no_chunk_covers": uncovered}, split=split)

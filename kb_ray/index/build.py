@@ -28,13 +28,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kb_ray.catalog.delta import DeltaCatalog
-from kb_ray.config import IndexSettings, KbConfig
+from kb_ray.config import AnswerSettings, IndexSettings, KbConfig
 from kb_ray.embedding.fingerprint import embedder_fingerprint
 from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.analyzer import TextAnalyzer
 from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
+from kb_ray.index.chunk_context import contextual_text
 from kb_ray.index.concepts import ConceptExtractor
+from kb_ray.index.contextual import ContextualInputs, context_writer, contextual_inputs, contextual_spec
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
 from kb_ray.index.graph import GRAPH_DIR, GRAPH_TABLES, build_graph_index, graph_spec
 from kb_ray.index.lexical import lexical_index_class, library_version
@@ -67,8 +69,9 @@ def lexical_text(heading_path: list[str] | None, text: str) -> str:
     return f"{LEXICAL_HEADING_SEPARATOR.join(heading_path or [])}\n{text}".strip()
 
 
-def index_spec(settings: IndexSettings) -> dict:
-    """Everything that changes what a generation contains (not where or whether it goes live)."""
+def index_spec(settings: IndexSettings, answer: AnswerSettings | None = None) -> dict:
+    """Everything that changes what a generation contains (not where or whether it goes live);
+    ``answer`` names the generator of LLM-written chunk contexts (``index.contextual_writer``)."""
     spec = _base_spec(settings)
     if settings.lexical == "bm25":
         spec["lexical_text"] = {
@@ -78,6 +81,8 @@ def index_spec(settings: IndexSettings) -> dict:
         spec["tree"] = tree_spec(_analyzer(settings))
     if settings.graph:
         spec["graph"] = graph_spec(ConceptExtractor())
+    if settings.contextual:
+        spec["contextual"] = contextual_spec(settings, answer or AnswerSettings())
     return spec
 
 
@@ -109,7 +114,7 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
     connection = open_session(catalog, versions)
     try:
         fp = resolve_embedder_fp(connection, embedder_fp, configured=lambda: embedder_fingerprint(config.embedding))
-        spec = index_spec(config.index)
+        spec = index_spec(config.index, config.answer)
         page_fp = resolve_page_embedder_fp(connection, config.pages) if set(PAGE_TABLES) <= set(versions) else None
         if page_fp:
             spec["pages"] = {"format": PAGE_INDEX_FORMAT, "embedder_fp": page_fp}
@@ -178,9 +183,13 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
     started = time.perf_counter()
     hydration, vector_column = read_index_rows(connection, embedder_fp)
     vectors = _vectors(vector_column)
+    contextual = _contextual(config, hydration, embedder_fp, text_embedder) if "contextual" in spec else None
+    if contextual is not None and contextual.vectors is not None and hydration.num_rows:
+        vectors = contextual.vectors
+    lexical_contexts = contextual.contexts if contextual and config.index.contextual_in != "dense" else None
     staged = generations.staging_dir(config.kb_root, generation_id)
     try:
-        shards = _write_shards(staged, hydration, vectors, config.index)
+        shards = _write_shards(staged, hydration, vectors, config.index, contexts=lexical_contexts)
         pages = build_page_index(staged / PAGES_DIR, connection, page_fp) if page_fp else None
         tree_started = time.perf_counter()
         tree = _build_tree(staged, hydration, config, embedder_fp, text_embedder) if "tree" in spec else None
@@ -197,7 +206,8 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
                    "build_seconds": round(time.perf_counter() - started, 3),
                    **({"tree_nodes": tree["rows"], "tree_seconds": round(tree_seconds, 3)} if tree else {}),
                    **({"graph_concepts": graph["concepts"], "graph_edges": graph["edges"],
-                       "graph_seconds": round(graph_seconds, 3)} if graph else {})},
+                       "graph_seconds": round(graph_seconds, 3)} if graph else {}),
+                   **({"contextual": contextual.stats} if contextual else {})},
         )
         (staged / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
         generations.publish(staged, config.kb_root, generation_id, storage_options=config.storage_options)
@@ -207,6 +217,20 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
     logger.info("built index generation %s: %d chunks in %d shards (%.1fs)", generation_id,
                 hydration.num_rows, len(shards), time.perf_counter() - started)
     return manifest
+
+
+def _contextual(config: KbConfig, hydration: pa.Table, embedder_fp: str, text_embedder: Any) -> ContextualInputs:
+    def embedder() -> Any:
+        if text_embedder is not None:
+            return text_embedder
+        from kb_ray.embedding.text import TextEmbedder
+
+        return TextEmbedder.from_settings(config.embedding)
+
+    catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+    return contextual_inputs(catalog, hydration, writer=context_writer(config.index, config.answer),
+                             analyzer=_analyzer(config.index), embedder_fp=embedder_fp, embedder=embedder,
+                             embed=config.index.contextual_in != "lexical")
 
 
 def _build_tree(staged: Path, hydration: pa.Table, config: KbConfig, embedder_fp: str,
@@ -232,15 +256,18 @@ def _vectors(column: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(flat, dtype=np.float32).reshape(len(column), lengths[0])
 
 
-def _write_shards(staged: Path, hydration: pa.Table, vectors: np.ndarray, settings: IndexSettings) -> list[ShardInfo]:
+def _write_shards(staged: Path, hydration: pa.Table, vectors: np.ndarray, settings: IndexSettings, *,
+                  contexts: list[str] | None = None) -> list[ShardInfo]:
+    """``contexts`` (the contextual generation): per row, the text indexed before the chunk's."""
     assignment = np.array([shard_of(cid, settings.shards) for cid in hydration.column("chunk_id").to_pylist()],
                           dtype=np.int64)
-    lexical = _GenerationLexical(hydration, settings) if settings.lexical == "bm25" else None
+    lexical = _GenerationLexical(hydration, settings, contexts=contexts) if settings.lexical == "bm25" else None
     infos = []
     for shard in range(settings.shards):
         rows = np.flatnonzero(assignment == shard)
         infos.append(_write_shard(staged / f"shard-{shard:03d}", shard, hydration.take(rows), vectors[rows], settings,
-                                  lexical=lexical.for_rows(rows) if lexical else None))
+                                  lexical=lexical.for_rows(rows) if lexical else None,
+                                  contexts=[contexts[i] for i in rows] if contexts is not None else None))
         logger.info("shard %d/%d: %d chunks", shard + 1, settings.shards, len(rows))
     return infos
 
@@ -248,9 +275,10 @@ def _write_shards(staged: Path, hydration: pa.Table, vectors: np.ndarray, settin
 class _GenerationLexical:
     """Every row analyzed once and the corpus-wide BM25 statistics; sliced per shard."""
 
-    def __init__(self, hydration: pa.Table, settings: IndexSettings) -> None:
+    def __init__(self, hydration: pa.Table, settings: IndexSettings, *, contexts: list[str] | None = None) -> None:
         self.analyzer = _analyzer(settings)
-        self.channels = lexical_channels(hydration, self.analyzer, heading_in_body=settings.lexical_heading_in_body)
+        self.channels = lexical_channels(hydration, self.analyzer, heading_in_body=settings.lexical_heading_in_body,
+                                         contexts=contexts)
         self.statistics = channel_statistics(self.channels)
         self.tie_keys = tie_keys(hydration)
 
@@ -262,7 +290,7 @@ class _GenerationLexical:
 
 
 def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, settings: IndexSettings, *,
-                 lexical: ChannelBm25Index | None = None) -> ShardInfo:
+                 lexical: ChannelBm25Index | None = None, contexts: list[str] | None = None) -> ShardInfo:
     folder.mkdir(parents=True)
     pq.write_table(rows, folder / HYDRATION_FILE, compression="zstd")
     if rows.num_rows == 0:
@@ -273,6 +301,8 @@ def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, 
     if lexical is None:
         texts = [lexical_text(h, t) for h, t in zip(rows.column("heading_path").to_pylist(),
                                                      rows.column("text").to_pylist())]
+        if contexts is not None:
+            texts = [contextual_text(c, t) for c, t in zip(contexts, rows.column("text").to_pylist())]
         lexical = lexical_index_class(settings.lexical).build(texts)
     lexical.save(folder / LEXICAL_DIR)
     return ShardInfo(shard=shard, rows=rows.num_rows, dir=folder.name, dense_type=dense_type)

@@ -52,12 +52,17 @@ def file_name(uri: str | None) -> str:
     return (uri or "").rstrip("/").rsplit("/", 1)[-1]
 
 
-def lexical_channels(rows: pa.Table, analyzer: TextAnalyzer, *, heading_in_body: bool = False) -> dict[str, list]:
-    """Terms per channel for every row of a hydration table."""
+def lexical_channels(rows: pa.Table, analyzer: TextAnalyzer, *, heading_in_body: bool = False,
+                     contexts: list[str] | None = None) -> dict[str, list]:
+    """Terms per channel for every row of a hydration table. With ``contexts`` (the contextual
+    generation, kb_ray/index/contextual.py) the body is each row's context, then its text (the
+    context holds the heading path)."""
     texts = rows.column("text").to_pylist()
     headings = [" \n ".join(h or []) for h in rows.column("heading_path").to_pylist()]
     titles = rows.column("title").to_pylist()
     body = [f"{h}\n{t}" for h, t in zip(headings, texts)] if heading_in_body else texts
+    if contexts is not None:
+        body = [f"{c}\n{t}" for c, t in zip(contexts, texts)]
     return {
         "body": [analyzer.terms(t) for t in body],
         "heading": [analyzer.terms(f"{title or ''}\n{h}") for title, h in zip(titles, headings)],

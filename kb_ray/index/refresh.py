@@ -126,7 +126,9 @@ def compact_index(config: KbConfig, *, catalog_versions: dict[str, int] | None =
 
 
 def _not_segmentable(config: KbConfig, base: GenerationManifest) -> str:
-    if base.spec != {**index_spec(config.index), **({"pages": base.spec["pages"]} if "pages" in base.spec else {})}:
+    if "contextual" in base.spec:  # a segment would index plain chunks (kb_ray/index/contextual.py)
+        return "the live generation is contextual: segments index chunks without their contexts"
+    if base.spec != {**index_spec(config.index, config.answer), **({"pages": base.spec["pages"]} if "pages" in base.spec else {})}:
         return "the configured index settings differ from the live generation's"
     if base.rows == 0 or base.dim == 0:
         return "the live generation is empty"
