@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _latency import interleaved_latency, load_queries
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import load_config
@@ -71,18 +72,8 @@ def query_latency(config, plain: str, contextual: str, path: str, *, limit: int 
     embedder = TextEmbedder.from_settings(config.embedding)
     searchers = {name: HybridSearcher.open(config, generation_id=gen, embedder=embedder)
                  for name, gen in (("plain", plain), ("contextual", contextual))}
-    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()][:limit]
-    for query in queries[:5]:  # warm-up
-        for searcher in searchers.values():
-            searcher.search(query, k=10)
-    times: dict[str, list[float]] = {name: [] for name in searchers}
-    for query in queries:
-        for name, searcher in searchers.items():
-            started = time.perf_counter()
-            searcher.search(query, k=10)
-            times[name].append((time.perf_counter() - started) * 1000)
-    for name, ms in times.items():
-        print(f"{name:10s} {len(ms)} queries: p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms")
+    times = interleaved_latency({name: (lambda query, s=searcher: s.search(query, k=10))
+                                 for name, searcher in searchers.items()}, load_queries(path, limit))
     ratio = np.percentile(times["contextual"], 50) / np.percentile(times["plain"], 50)
     print(f"p50 contextual / plain: {ratio:.2f}x")
 

@@ -15,13 +15,11 @@ pass first), and prints p50 / p95 per mode.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
+from _latency import interleaved_latency, load_queries, timed
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import load_config
@@ -50,10 +48,10 @@ def main() -> None:
     runs: dict[str, list[float]] = {"extract": [], "graph": [], "shards": []}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as scratch:
-            runs["extract"].append(_timed(lambda: version_concepts("v", iter(pairs), ConceptExtractor())))
-            runs["graph"].append(_timed(lambda: build_graph_index(Path(scratch) / "graph", hydration, connection,
+            runs["extract"].append(timed(lambda: version_concepts("v", iter(pairs), ConceptExtractor())))
+            runs["graph"].append(timed(lambda: build_graph_index(Path(scratch) / "graph", hydration, connection,
                                                                   extractor=ConceptExtractor())))
-            runs["shards"].append(_timed(lambda: build_module._write_shards(Path(scratch) / "s", hydration, vectors,
+            runs["shards"].append(timed(lambda: build_module._write_shards(Path(scratch) / "s", hydration, vectors,
                                                                             config.index)))
     chunks = hydration.num_rows
     print(f"{chunks} chunks; graph {manifest.graph}")
@@ -68,21 +66,8 @@ def query_latency(config, path: str) -> None:
     from kb_ray.search import HybridSearcher
 
     searcher = HybridSearcher.open(config)
-    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()]
-    for query in queries[:5]:  # warm-up
-        searcher.search(query, mode="graph", k=10)
-    times: dict[str, list[float]] = {"hybrid": [], "graph": []}
-    for query in queries:
-        for mode in times:
-            times[mode].append(_timed(lambda: searcher.search(query, mode=mode, k=10)) * 1000)
-    for mode, ms in times.items():
-        print(f"{mode:7s} {len(ms)} queries: p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms")
-
-
-def _timed(work) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
+    interleaved_latency({mode: (lambda query, mode=mode: searcher.search(query, mode=mode, k=10))
+                         for mode in ("hybrid", "graph")}, load_queries(path))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _latency import interleaved_latency, load_queries, timed
+
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import load_config
 from kb_ray.embedding.text import TextEmbedder
@@ -49,10 +51,10 @@ def main() -> None:
     runs: dict[str, list[float]] = {"nodes": [], "tree": [], "shards": []}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as scratch:
-            runs["nodes"].append(_timed(lambda: node_rows(hydration, analyzer)))
-            runs["tree"].append(_timed(lambda: build_tree_index(Path(scratch) / "tree", hydration,
+            runs["nodes"].append(timed(lambda: node_rows(hydration, analyzer)))
+            runs["tree"].append(timed(lambda: build_tree_index(Path(scratch) / "tree", hydration,
                                                                 embedder=embedder, analyzer=analyzer)))
-            runs["shards"].append(_timed(lambda: build_module._write_shards(Path(scratch) / "s", hydration, vectors,
+            runs["shards"].append(timed(lambda: build_module._write_shards(Path(scratch) / "s", hydration, vectors,
                                                                             config.index)))
     chunks, nodes = hydration.num_rows, node_rows(hydration, analyzer).num_rows
     print(f"{chunks} chunks, {nodes} nodes; embedder load {load_s:.2f} s (once per build)")
@@ -64,28 +66,11 @@ def main() -> None:
 
 
 def query_latency(config, embedder, path: str) -> None:
-    import json
-
-    import numpy as np
-
     from kb_ray.search import HybridSearcher
 
     searcher = HybridSearcher.open(config, embedder=embedder)
-    queries = [json.loads(line)["query"] for line in Path(path).read_text().splitlines() if line.strip()]
-    for query in queries[:5]:  # warm-up
-        searcher.search(query, mode="tree", k=10)
-    times: dict[str, list[float]] = {"hybrid": [], "tree": []}
-    for query in queries:
-        for mode in times:
-            times[mode].append(_timed(lambda: searcher.search(query, mode=mode, k=10)) * 1000)
-    for mode, ms in times.items():
-        print(f"{mode:7s} {len(ms)} queries: p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms")
-
-
-def _timed(work) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
+    interleaved_latency({mode: (lambda query, mode=mode: searcher.search(query, mode=mode, k=10))
+                         for mode in ("hybrid", "tree")}, load_queries(path))
 
 
 if __name__ == "__main__":
