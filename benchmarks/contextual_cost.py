@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _latency import interleaved_latency, load_queries
+from _index_cost import interleaved_latency, load_queries
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import load_config

@@ -14,19 +14,14 @@ mode, interleaved (one warm-up pass first), and prints p50 / p95 per mode.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from _latency import interleaved_latency, load_queries, timed
+from _index_cost import interleaved_latency, live_generation, load_queries, print_medians, timed
 
-from kb_ray.catalog.delta import DeltaCatalog
-from kb_ray.config import load_config
 from kb_ray.embedding.text import TextEmbedder
 from kb_ray.index import build as build_module
-from kb_ray.index.generations import load_manifest, read_current
-from kb_ray.index.rows import open_session, read_index_rows
 from kb_ray.index.tree import build_tree_index, node_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,12 +33,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--queries", default=None, help="a JSONL eval dataset: also time hybrid vs tree queries")
     args = parser.parse_args()
-    config = load_config(ROOT / "conf" / "local.yaml", overrides=args.overrides)
-    manifest = load_manifest(config.kb_root, read_current(config.kb_root))
-    catalog = DeltaCatalog.open(config.kb_root, create=False)
-    connection = open_session(catalog, manifest.catalog_versions)
-    hydration, vectors = read_index_rows(connection, manifest.embedder_fp)
-    vectors = build_module._vectors(vectors)
+    config, manifest, connection, hydration, vectors = live_generation(args.overrides)
     started = time.perf_counter()
     embedder = TextEmbedder.from_settings(config.embedding)
     load_s = time.perf_counter() - started
@@ -58,9 +48,7 @@ def main() -> None:
                                                                             config.index)))
     chunks, nodes = hydration.num_rows, node_rows(hydration, analyzer).num_rows
     print(f"{chunks} chunks, {nodes} nodes; embedder load {load_s:.2f} s (once per build)")
-    for name, seconds in runs.items():
-        median = statistics.median(seconds)
-        print(f"{name:7s} median {median:.3f} s = {1000 * median / chunks:.3f} s per 1,000 chunks")
+    print_medians(runs, chunks)
     if args.queries:
         query_latency(config, embedder, args.queries)
 
