@@ -294,6 +294,11 @@ class IndexSettings(_Settings):
     contextual_in: Literal["both", "dense", "lexical"] = "both"
     contextual_document_chars: int = Field(6000, ge=200)  # generator: document excerpt in the prompt
     contextual_max_tokens: int = Field(128, ge=8)  # generator: completion budget of one context
+    # the tree's section summaries (docs/tree.md): "extractive" (lead sentences, no model) or "generator"
+    # (the configured answer.generator writes each, cached in enrichments; a failed call keeps the extractive one)
+    tree_summaries: Literal["extractive", "generator"] = "extractive"
+    tree_summary_input_chars: int = Field(4000, ge=200)  # generator: the section's text in the prompt, cut here
+    tree_summary_max_tokens: int = Field(96, ge=8)  # generator: completion budget of one summary
 
 
 class TreeSearchSettings(_Settings):
@@ -303,6 +308,12 @@ class TreeSearchSettings(_Settings):
     max_steps: int = Field(64, ge=1)  # descent budget: heap pops (a branch expanded or a section taken)
     min_chunks: int = Field(20, ge=1)  # stop taking sections once they hold max(k, min_chunks) chunks
     fuse_sections: bool = True  # the sections' order is a third ranked list in the chunk fusion
+    # the configured answer.generator picks which branches the descent opens (docs/tree.md, "llm_navigate");
+    # needs a model generator (openai, vllm, transformers): refused at search time without one
+    llm_navigate: bool = False
+    llm_max_steps: int = Field(4, ge=1)  # generator calls per search (each: one choice among the offered)
+    llm_candidates: int = Field(5, ge=2)  # branches offered per step (the best-scored first)
+    llm_max_tokens: int = Field(16, ge=1)  # completion budget of one choice (a few numbers)
 
 
 class GraphSearchSettings(_Settings):

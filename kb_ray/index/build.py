@@ -54,6 +54,7 @@ from kb_ray.index.manifest import (
 from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
 from kb_ray.index.rows import INDEXED_TABLES, open_session, read_index_rows, resolve_embedder_fp
 from kb_ray.index.tree import TREE_DIR, build_tree_index, tree_spec
+from kb_ray.index.tree_summaries import LlmSummaryWriter, SectionSummarizer, summary_enricher_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,9 @@ def index_spec(settings: IndexSettings, answer: AnswerSettings | None = None) ->
             "channels": list(CHANNELS), "heading_in_body": settings.lexical_heading_in_body,
             "analyzer": _analyzer(settings).spec(), "statistics": "generation"}
     if settings.tree:
-        spec["tree"] = tree_spec(_analyzer(settings))
+        summary_fp = (summary_enricher_fingerprint(answer or AnswerSettings(), settings)
+                      if settings.tree_summaries == "generator" else None)
+        spec["tree"] = tree_spec(_analyzer(settings), summary_enricher_fp=summary_fp)
     if settings.graph:
         spec["graph"] = graph_spec(ConceptExtractor())
     if settings.contextual:
@@ -243,7 +246,12 @@ def _build_tree(staged: Path, hydration: pa.Table, config: KbConfig, embedder_fp
         raise CatalogError(f"index.tree embeds sections with the generation's embedder {embedder_fp}, but the "
                            f"configured one is {text_embedder.fingerprint}: restore the embedding settings "
                            "or build without index.tree")
-    return build_tree_index(staged / TREE_DIR, hydration, embedder=text_embedder, analyzer=_analyzer(config.index))
+    summarizer = None
+    if config.index.tree_summaries == "generator":
+        catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
+        summarizer = SectionSummarizer(catalog, LlmSummaryWriter(config.answer, config.index))
+    return build_tree_index(staged / TREE_DIR, hydration, embedder=text_embedder, analyzer=_analyzer(config.index),
+                            summarizer=summarizer)
 
 
 def _vectors(column: pa.ChunkedArray) -> np.ndarray:

@@ -125,7 +125,9 @@ def contextual_spec(index: IndexSettings, answer: AnswerSettings) -> dict[str, A
 def enrichment_row(writer: Any, input_sha: str, *, text: str | None, error: str | None = None,
                    prompt_tokens: int = 0, completion_tokens: int = 0, seconds: float = 0.0,
                    cost_usd: float = 0.0) -> dict[str, Any]:
-    return {"enricher_fp": writer.fingerprint, "input_sha": input_sha, "kind": CONTEXT_KIND, "model": writer.model,
+    """An ``enrichments`` row of ``writer`` (kind ``writer.kind``, default ``chunk_context``)."""
+    kind = getattr(writer, "kind", CONTEXT_KIND)
+    return {"enricher_fp": writer.fingerprint, "input_sha": input_sha, "kind": kind, "model": writer.model,
             "status": "ok" if error is None else "failed", "text": text, "error": error,
             "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "seconds": seconds,
             "cost_usd": cost_usd, "run_id": None, "created_at": datetime.now(timezone.utc)}
@@ -164,7 +166,7 @@ def _contexts(catalog: DeltaCatalog, places: list[ChunkPlace], writer: Any) -> t
     todo = {sha: place for sha, place in zip(shas, places) if sha not in stored}
     rows = _write(writer, list(todo.items()))
     for offset in range(0, len(rows), COMMIT_BATCH):
-        _merge_enrichments(catalog, rows[offset:offset + COMMIT_BATCH])
+        merge_enrichments(catalog, rows[offset:offset + COMMIT_BATCH])
     stored.update({row["input_sha"]: row["text"] for row in rows if row["status"] == "ok"})
     fallback = ExtractiveContextWriter()
     contexts = [stored.get(sha) or fallback.render(place) for sha, place in zip(shas, places)]
@@ -180,17 +182,17 @@ def _write(writer: Any, todo: list[tuple[str, ChunkPlace]]) -> list[dict[str, An
     return writer.write([place for _, place in todo])
 
 
-def stored_contexts(catalog: DeltaCatalog, enricher_fp: str) -> dict[str, str]:
-    """input_sha -> text of the ``chunk_context`` enrichments of ``enricher_fp`` (status ok)."""
+def stored_contexts(catalog: DeltaCatalog, enricher_fp: str, *, kind: str = CONTEXT_KIND) -> dict[str, str]:
+    """input_sha -> text of the ``kind`` enrichments of ``enricher_fp`` (status ok)."""
     table = catalog.dataset("enrichments").to_table(columns=["enricher_fp", "input_sha", "kind", "status", "text"])
     keep = pc.and_(pc.and_(pc.equal(table["enricher_fp"].cast(pa.string()), enricher_fp),
-                           pc.equal(table["kind"].cast(pa.string()), CONTEXT_KIND)),
+                           pc.equal(table["kind"].cast(pa.string()), kind)),
                    pc.equal(table["status"].cast(pa.string()), "ok"))
     found = table.filter(keep)
     return dict(zip(found["input_sha"].to_pylist(), found["text"].to_pylist()))
 
 
-def _merge_enrichments(catalog: DeltaCatalog, rows: list[dict[str, Any]]) -> None:
+def merge_enrichments(catalog: DeltaCatalog, rows: list[dict[str, Any]]) -> None:
     from kb_ray.ingest.rows import to_table
 
     catalog.merge_upsert("enrichments", to_table("enrichments", rows), keys=["enricher_fp", "input_sha"])

@@ -5,7 +5,8 @@ catalog versions), with the sections of kb_ray/index/sections.py. Files under
 ``{generation}/tree/``:
 
 * ``nodes.parquet`` — one row per node (:data:`NODE_SCHEMA`): ids, parent, title, heading
-  path, span, pages, its own chunk ids, the extractive summary and key terms, and the
+  path, span, pages, its own chunk ids, the summary (extractive, or LLM-written with
+  ``index.tree_summaries: generator``: kb_ray/index/tree_summaries.py) and key terms, and the
   document's filter columns (as in the hydration files) so filters and the gate apply to
   nodes as they do to chunks;
 * ``dense.faiss`` — a flat inner-product index over the nodes' texts (path, summary, key
@@ -34,7 +35,14 @@ from kb_ray.index.bm25 import CorpusStatistics
 from kb_ray.index.channels import CHANNELS, ChannelBm25Index, file_name
 from kb_ray.index.dense import build_faiss_index
 from kb_ray.index.rows import TIMESTAMP
-from kb_ray.index.sections import KEY_TERMS, LEAD_SENTENCES, Section, SectionChunk, document_sections
+from kb_ray.index.sections import (
+    KEY_TERMS,
+    LEAD_SENTENCES,
+    PATH_SEPARATOR,
+    Section,
+    SectionChunk,
+    document_sections,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +62,14 @@ NODE_SCHEMA = pa.schema([
 ])
 
 
-def tree_spec(analyzer: TextAnalyzer) -> dict[str, Any]:
-    """What changes the tree's content (part of the generation's spec)."""
-    return {"format": TREE_INDEX_FORMAT, "summary": "extractive", "lead_sentences": LEAD_SENTENCES,
+def tree_spec(analyzer: TextAnalyzer, *, summary_enricher_fp: str | None = None) -> dict[str, Any]:
+    """What changes the tree's content (part of the generation's spec); ``summary_enricher_fp``:
+    the LLM summary writer's fingerprint (``index.tree_summaries: generator``)."""
+    spec = {"format": TREE_INDEX_FORMAT, "summary": "extractive", "lead_sentences": LEAD_SENTENCES,
             "key_terms": KEY_TERMS, "analyzer": analyzer.spec(), "dense": "flat"}
+    if summary_enricher_fp is not None:  # keys only then, so the extractive tree keeps its generation ids
+        spec.update(summary="generator", summary_enricher_fp=summary_enricher_fp)
+    return spec
 
 
 def section_chunk(row: dict[str, Any]) -> SectionChunk:
@@ -67,12 +79,15 @@ def section_chunk(row: dict[str, Any]) -> SectionChunk:
                         pages=tuple(row["pages"] or ()))
 
 
-def node_rows(hydration: pa.Table, analyzer: TextAnalyzer) -> pa.Table:
-    """The nodes of every version in ``hydration`` (rows of :data:`HYDRATION_SCHEMA`)."""
+def node_rows(hydration: pa.Table, analyzer: TextAnalyzer, *, summarizer: Any = None) -> pa.Table:
+    """The nodes of every version in ``hydration`` (rows of :data:`HYDRATION_SCHEMA`).
+    ``summarizer`` (kb_ray/index/tree_summaries.py) maps the sections' inputs to their LLM
+    summaries (None: keep the extractive one)."""
     names = ["chunk_id", "document_id", "version_id", "title", "text", "heading_path", "spans", "pages", "ordinal",
              *DOCUMENT_COLUMNS]
     rows = sorted(hydration.select(names).to_pylist(), key=lambda r: (r["version_id"], r["ordinal"] or 0))
     out: list[dict[str, Any]] = []
+    inputs: list[Any] = []
     for version_id, group in groupby(rows, key=lambda r: r["version_id"]):
         chunks = list(group)
         first = chunks[0]
@@ -80,7 +95,26 @@ def node_rows(hydration: pa.Table, analyzer: TextAnalyzer) -> pa.Table:
                                      [section_chunk(r) for r in chunks], analyzer=analyzer)
         document = {"document_title": first["title"], **{name: first[name] for name in DOCUMENT_COLUMNS}}
         out.extend({**node_dict(section), **document} for section in sections)
+        if summarizer is not None:
+            inputs.extend(_section_inputs(sections, chunks, first["title"] or first["document_id"]))
+    if summarizer is not None:
+        for row, summary in zip(out, summarizer(inputs)):
+            if summary:
+                row["summary"] = summary
     return pa.Table.from_pylist(out, schema=NODE_SCHEMA)
+
+
+def _section_inputs(sections: list[Section], chunks: list[dict[str, Any]], title: str) -> list[Any]:
+    """What the summary writer sees of each section: the text of its subtree's chunks in order."""
+    from kb_ray.index.tree_summaries import SectionInput
+
+    out = []
+    for section in sections:
+        path = tuple(section.heading_path)
+        text = "\n\n".join(c["text"] or "" for c in chunks
+                            if tuple(c["heading_path"] or ())[:len(path)] == path)
+        out.append(SectionInput(title=title, path=PATH_SEPARATOR.join(path), text=text))
+    return out
 
 
 def node_dict(section: Section) -> dict[str, Any]:
@@ -103,9 +137,11 @@ def node_channels(nodes: pa.Table, analyzer: TextAnalyzer) -> dict[str, list[lis
             "exact": [analyzer.exact_terms(t) for t in texts]}
 
 
-def build_tree_index(folder: Path, hydration: pa.Table, *, embedder: Any, analyzer: TextAnalyzer) -> dict[str, Any] | None:
-    """Write the tree files into ``folder``; the manifest entry, or None without chunks."""
-    nodes = node_rows(hydration, analyzer)
+def build_tree_index(folder: Path, hydration: pa.Table, *, embedder: Any, analyzer: TextAnalyzer,
+                     summarizer: Any = None) -> dict[str, Any] | None:
+    """Write the tree files into ``folder``; the manifest entry, or None without chunks.
+    ``summarizer``: LLM section summaries (``index.tree_summaries: generator``)."""
+    nodes = node_rows(hydration, analyzer, summarizer=summarizer)
     if nodes.num_rows == 0:
         return None
     folder.mkdir(parents=True)
@@ -121,6 +157,9 @@ def build_tree_index(folder: Path, hydration: pa.Table, *, embedder: Any, analyz
     pq.write_table(nodes, folder / NODES_FILE, compression="zstd")
     logger.info("section tree: %d nodes of %d documents", nodes.num_rows,
                 len(set(nodes.column("document_id").to_pylist())))
-    return {"format": TREE_INDEX_FORMAT, "dir": folder.name, "rows": nodes.num_rows, "dim": int(vectors.shape[1]),
-            "nodes": NODES_FILE, "dense": DENSE_FILE, "lexical": LEXICAL_DIR}
+    entry = {"format": TREE_INDEX_FORMAT, "dir": folder.name, "rows": nodes.num_rows, "dim": int(vectors.shape[1]),
+             "nodes": NODES_FILE, "dense": DENSE_FILE, "lexical": LEXICAL_DIR}
+    if summarizer is not None:
+        entry["summaries"] = summarizer.stats
+    return entry
 

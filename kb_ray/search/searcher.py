@@ -40,7 +40,7 @@ from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import Reranker, reranker_from_settings
 from kb_ray.search.segment_sets import SegmentSets, attach_segments
 from kb_ray.search.shard import SearchShard, gather_ranked
-from kb_ray.search.tree import SectionTree, section_chunks
+from kb_ray.search.tree import LlmNavigator, SectionTree, section_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -292,13 +292,29 @@ class HybridSearcher:
         search_filter = parse_filters(filters, filterable_metadata=self.config.index.filterable_metadata)
         node_mask = loaded.tree.mask(search_filter, gate_token=token, active_versions=active)
         scores = loaded.tree.scores(query, query_vector, node_mask, settings)
-        descent = loaded.tree.descend(scores, target_chunks=max(k, settings.tree.min_chunks),
-                                      max_steps=settings.tree.max_steps)
+        if settings.tree.llm_navigate:
+            descent = loaded.tree.navigate(scores, target_chunks=max(k, settings.tree.min_chunks),
+                                           max_steps=settings.tree.max_steps,
+                                           navigator=LlmNavigator(self._navigator_generator(), query),
+                                           llm_max_steps=settings.tree.llm_max_steps,
+                                           llm_candidates=settings.tree.llm_candidates)
+        else:
+            descent = loaded.tree.descend(scores, target_chunks=max(k, settings.tree.min_chunks),
+                                          max_steps=settings.tree.max_steps)
         narrowed, ranked = section_chunks(loaded.tree, descent, loaded.shards, masks)
         info = {"sections": [{"node_id": loaded.tree.node_ids[row], "path": loaded.tree.paths[row],
                               "score": round(descent.scores[row], 6)} for row in descent.sections],
                 "trace": descent.trace}
         return narrowed, ranked, info
+
+    def _navigator_generator(self):
+        """The answer generator ``search.tree.llm_navigate`` asks (made once, kept)."""
+        if getattr(self, "_navigator", None) is None:
+            from kb_ray.answer.generators import make_generator
+
+            answer = self.config.answer.model_copy(update={"max_new_tokens": self.config.search.tree.llm_max_tokens})
+            self._navigator = make_generator(answer)
+        return self._navigator
 
     # -- graph mode (kb_ray/search/graph.py) ---------------------------------------------
 
@@ -364,6 +380,9 @@ class HybridSearcher:
         if mode == "tree" and loaded.tree is None:
             raise SearchRequestError(f"generation {manifest.generation_id} has no section tree: build the index "
                                      "with index.tree=true")
+        if mode == "tree" and self.config.search.tree.llm_navigate and self.config.answer.generator == "extractive":
+            raise SearchRequestError("search.tree.llm_navigate needs a model generator: set answer.generator "
+                                     "(openai, vllm or transformers) and its model, or turn llm_navigate off")
         if mode in PAGE_MODES and loaded.pages is None:
             raise SearchRequestError(f"generation {manifest.generation_id} has no page index: ingest with "
                                      "pages.enabled=true, then build_index")

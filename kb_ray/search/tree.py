@@ -11,6 +11,10 @@
    ``max(k, search.tree.min_chunks)`` chunks, after ``search.tree.max_steps`` pops, or when
    no scored branch is left. The steps are returned as the descent's ``trace``.
 
+With ``search.tree.llm_navigate`` a :class:`LlmNavigator` (the configured answer generator)
+chooses, at up to ``search.tree.llm_max_steps`` expansions, which of the best-scored branches
+the descent opens next (:meth:`SectionTree.navigate`); each choice is a trace step.
+
 The searcher (kb_ray/search/searcher.py) then runs its dense + lexical retrieval with the
 chunk masks narrowed to the chunks of the sections taken.
 """
@@ -18,6 +22,7 @@ chunk masks narrowed to the chunks of the sections taken.
 from __future__ import annotations
 
 import heapq
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +121,53 @@ class SectionTree:
                     heapq.heappush(heap, (-best[child], self.node_ids[child], "branch", child))
         return descent
 
+    def navigate(self, scores: np.ndarray, *, target_chunks: int, max_steps: int, navigator: LlmNavigator,
+                 llm_max_steps: int, llm_candidates: int) -> Descent:
+        """:meth:`descend` where ``navigator`` picks the branches to open. Before a pop, while calls
+        are left and at least two branches wait, the best-scored ``llm_candidates`` of them are
+        offered; the chosen ones (in the order named) move ahead of every other item, and what
+        they push (their own section, their children, scored or not) inherits that place, so the
+        descent reads the chosen branch first. A failed or unparseable reply chooses nothing: that
+        step keeps the score order (``fallback`` says why). Pops are bounded by ``max_steps``."""
+        best = self._branch_best(scores)
+        # items: (priority, position in the reply, -score, node id, kind, row); priority 0 unless chosen
+        heap = [(0, 0, -best[r], self.node_ids[r], "branch", r) for r in self.roots if best[r] > 0]
+        heapq.heapify(heap)
+        descent, chunks, pops, calls = Descent(), 0, 0, 0
+        while heap and pops < max_steps and chunks < target_chunks:
+            branches = sorted(item for item in heap if item[4] == "branch")[:llm_candidates]
+            if calls < llm_max_steps and len(branches) >= 2:
+                calls += 1
+                offered = [item[5] for item in branches]
+                chosen, reason = navigator.choose(self, offered)
+                descent.trace.append({"step": "llm", "offered": [self.node_ids[r] for r in offered],
+                                      "chosen": [self.node_ids[r] for r in (chosen or offered[:1])],
+                                      "fallback": reason})
+                if chosen:
+                    picked = set(chosen)
+                    heap = [item for item in heap if not (item[4] == "branch" and item[5] in picked)]
+                    heap.extend((-calls, place, -best[r], self.node_ids[r], "branch", r)
+                                for place, r in enumerate(chosen))
+                    heapq.heapify(heap)
+            priority, place, negative, _, kind, row = heapq.heappop(heap)
+            pops += 1
+            descent.trace.append({"step": kind, "node_id": self.node_ids[row], "score": round(-negative, 6)})
+            if kind == "section":
+                descent.sections.append(row)
+                descent.scores[row] = -negative
+                chunks += len(self.chunk_ids[row])
+                continue
+            chosen_branch = priority < 0
+            if (scores[row] > 0 or chosen_branch) and self.chunk_ids[row]:
+                heapq.heappush(heap, (priority, place, -scores[row], self.node_ids[row], "section", row))
+            for child in self.children.get(row, []):
+                if best[child] > 0 or chosen_branch:
+                    heapq.heappush(heap, (priority, place, -best[child], self.node_ids[child], "branch", child))
+        return descent
+
+    def node_field(self, name: str, row: int) -> Any:
+        return self.nodes.column(name)[row].as_py()
+
     def _branch_best(self, scores: np.ndarray) -> np.ndarray:
         """The best own score in each node's subtree (children come after parents in the rows)."""
         best = scores.copy()
@@ -146,3 +198,61 @@ def section_chunks(tree: SectionTree, descent: Descent, shards: list[Any],
             found.append((order[cid], cid, shard.info.shard, row))
     found.sort()
     return narrowed, [(cid, float(descent.scores[place[2]]), shard, row) for place, cid, shard, row in found]
+
+
+NAVIGATE_SYSTEM = ("You navigate the table of contents of documents to find where a question is answered. "
+                   "Answer only with section numbers.")
+NAVIGATE_USER = """Question: {query}
+
+Sections:
+{sections}
+
+Which of these sections should be opened to answer the question? Answer with the number of the best \
+section (or up to {most} numbers, best first, separated by commas) and nothing else."""
+SUMMARY_CHARS = 240  # of each offered section's summary in the prompt
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3})(?!\w|\.\d)")
+
+
+class LlmNavigator:
+    """Asks ``generator`` (a :class:`~kb_ray.answer.types.Generator`) which offered branch to open
+    for ``query``. :meth:`choose` never raises: a failed call or a reply with no valid number
+    gives ``([], reason)``."""
+
+    def __init__(self, generator: Any, query: str, *, most: int = 2) -> None:
+        self.generator, self.query, self.most = generator, query, most
+
+    def messages(self, tree: SectionTree, offered: list[int]) -> list[dict[str, str]]:
+        lines = []
+        for number, row in enumerate(offered, 1):
+            path = " > ".join(tree.paths[row]) or tree.node_field("document_title", row) or tree.node_field("title", row)
+            title = tree.node_field("title", row) or path
+            summary = " ".join((tree.node_field("summary", row) or "").split())[:SUMMARY_CHARS]
+            lines.append(f"{number}. {title} — {path}: {summary}".rstrip(": "))
+        return [{"role": "system", "content": NAVIGATE_SYSTEM},
+                {"role": "user", "content": NAVIGATE_USER.format(query=self.query, sections="\n".join(lines),
+                                                                 most=self.most)}]
+
+    def choose(self, tree: SectionTree, offered: list[int]) -> tuple[list[int], str | None]:
+        try:
+            result = self.generator.run(self.messages(tree, offered))
+        except Exception as exc:  # noqa: BLE001 - a generator that raises falls back like a failed call
+            return [], f"error: {type(exc).__name__}"
+        if result.error is not None:
+            return [], result.error
+        chosen = parse_choice(result.text, len(offered), most=self.most)
+        if not chosen:
+            return [], "unparseable"
+        return [offered[n - 1] for n in chosen], None
+
+
+def parse_choice(text: str, offered: int, *, most: int) -> list[int]:
+    """The distinct numbers 1..``offered`` named in ``text``, in order, at most ``most``."""
+    chosen: list[int] = []
+    for match in _NUMBER.finditer(text or ""):
+        number = int(match.group(1))
+        if 1 <= number <= offered and number not in chosen:
+            chosen.append(number)
+        if len(chosen) == most:
+            break
+    return chosen
+
