@@ -57,44 +57,66 @@ EMBED_BATCH = 256
 COMMIT_BATCH = 1024
 
 
-class LlmContextWriter:
-    """Contexts written by the configured answer generator (``openai``, ``vllm``, ``transformers``)."""
+class LlmEnrichmentWriter:
+    """``enrichments`` rows written by the configured answer generator (``openai``, ``vllm``,
+    ``transformers``), one per input, content-addressed by the sha of the prompt. Subclasses say
+    what they write: :meth:`messages` of one input and :meth:`clean` of a reply."""
 
-    name = "generator"
+    name, kind = "generator", CONTEXT_KIND
 
-    def __init__(self, answer: AnswerSettings, index: IndexSettings, *, generator: Any = None) -> None:
+    def __init__(self, answer: AnswerSettings, *, max_tokens: int, fingerprint: str, setting: str,
+                 generator: Any = None) -> None:
         if answer.generator == "extractive":
-            raise KbRayError("index.contextual_writer=generator needs a model generator: set answer.generator "
-                             "(openai, vllm or transformers) and its model, or use contextual_writer=extractive")
-        self.settings = answer.model_copy(update={"max_new_tokens": index.contextual_max_tokens})
-        self.document_chars = index.contextual_document_chars
-        self.fingerprint = llm_enricher_fingerprint(answer, index)
+            raise KbRayError(f"{setting}=generator needs a model generator: set answer.generator "
+                             f"(openai, vllm or transformers) and its model, or use {setting}=extractive")
+        self.settings = answer.model_copy(update={"max_new_tokens": max_tokens})
+        self.fingerprint = fingerprint
         self.model = answer.model_id or answer.model_path or answer.generator
         self._generator = generator
 
-    def input_sha(self, place: ChunkPlace) -> str:
-        messages = context_messages(place, document_chars=self.document_chars)
-        return ids.sha256_text(json.dumps(messages, ensure_ascii=False, sort_keys=True))
+    def messages(self, item: Any) -> list[dict[str, str]]:
+        raise NotImplementedError
 
-    def write(self, places: list[ChunkPlace]) -> list[dict[str, Any]]:
-        """One ``enrichments`` row per place (``status`` ok or failed with the error code)."""
+    def clean(self, text: str) -> str:
+        raise NotImplementedError
+
+    def input_sha(self, item: Any) -> str:
+        return ids.sha256_text(json.dumps(self.messages(item), ensure_ascii=False, sort_keys=True))
+
+    def write(self, items: list[Any]) -> list[dict[str, Any]]:
+        """One ``enrichments`` row per item (``status`` ok, or failed with the error code)."""
         from kb_ray.answer.generators import make_generator
 
         generator = self._generator or make_generator(self.settings)
         try:
             with ThreadPoolExecutor(max_workers=self.settings.max_concurrency) as pool:
-                return list(pool.map(lambda p: self._row(generator, p), places))
+                return list(pool.map(lambda item: self._row(generator, item), items))
         finally:
             if self._generator is None:
                 generator.close()
 
-    def _row(self, generator: Any, place: ChunkPlace) -> dict[str, Any]:
+    def _row(self, generator: Any, item: Any) -> dict[str, Any]:
         started = time.perf_counter()
-        result = generator.run(context_messages(place, document_chars=self.document_chars))
-        text = clean_context(result.text) if result.error is None else None
-        return enrichment_row(self, self.input_sha(place), text=text, error=result.error or (None if text else "empty"),
+        result = generator.run(self.messages(item))
+        text = self.clean(result.text) if result.error is None else None
+        return enrichment_row(self, self.input_sha(item), text=text, error=result.error or (None if text else "empty"),
                               prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
                               seconds=time.perf_counter() - started, cost_usd=result.cost_usd)
+
+
+class LlmContextWriter(LlmEnrichmentWriter):
+    """Chunk contexts written by the configured answer generator."""
+
+    def __init__(self, answer: AnswerSettings, index: IndexSettings, *, generator: Any = None) -> None:
+        super().__init__(answer, max_tokens=index.contextual_max_tokens, setting="index.contextual_writer",
+                         fingerprint=llm_enricher_fingerprint(answer, index), generator=generator)
+        self.document_chars = index.contextual_document_chars
+
+    def messages(self, item: ChunkPlace) -> list[dict[str, str]]:
+        return context_messages(item, document_chars=self.document_chars)
+
+    def clean(self, text: str) -> str:
+        return clean_context(text)
 
 
 def llm_enricher_fingerprint(answer: AnswerSettings, index: IndexSettings) -> str:

@@ -12,18 +12,15 @@ sections with no stored summary, so a rebuild asks nothing. A failed call is sto
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import AnswerSettings, IndexSettings
-from kb_ray.errors import KbRayError
-from kb_ray.index.contextual import COMMIT_BATCH, enrichment_row, merge_enrichments, stored_contexts
+from kb_ray.index.contextual import COMMIT_BATCH, LlmEnrichmentWriter, merge_enrichments, stored_contexts
 
 logger = logging.getLogger(__name__)
 
@@ -69,44 +66,21 @@ def summary_enricher_fingerprint(answer: AnswerSettings, index: IndexSettings) -
     return ids.fingerprint(kind="enricher", name="LlmSectionSummary", version="1", config=config)
 
 
-class LlmSummaryWriter:
-    """Section summaries written by the configured answer generator (``openai``, ``vllm``, ``transformers``)."""
+class LlmSummaryWriter(LlmEnrichmentWriter):
+    """Section summaries written by the configured answer generator."""
 
-    name, kind = "generator", SUMMARY_KIND
+    kind = SUMMARY_KIND
 
     def __init__(self, answer: AnswerSettings, index: IndexSettings, *, generator: Any = None) -> None:
-        if answer.generator == "extractive":
-            raise KbRayError("index.tree_summaries=generator needs a model generator: set answer.generator "
-                             "(openai, vllm or transformers) and its model, or use tree_summaries=extractive")
-        self.settings = answer.model_copy(update={"max_new_tokens": index.tree_summary_max_tokens})
+        super().__init__(answer, max_tokens=index.tree_summary_max_tokens, setting="index.tree_summaries",
+                         fingerprint=summary_enricher_fingerprint(answer, index), generator=generator)
         self.input_chars = index.tree_summary_input_chars
-        self.fingerprint = summary_enricher_fingerprint(answer, index)
-        self.model = answer.model_id or answer.model_path or answer.generator
-        self._generator = generator
 
-    def input_sha(self, section: SectionInput) -> str:
-        messages = summary_messages(section, input_chars=self.input_chars)
-        return ids.sha256_text(json.dumps(messages, ensure_ascii=False, sort_keys=True))
+    def messages(self, item: SectionInput) -> list[dict[str, str]]:
+        return summary_messages(item, input_chars=self.input_chars)
 
-    def write(self, sections: list[SectionInput]) -> list[dict[str, Any]]:
-        """One ``enrichments`` row per section (``status`` ok, or failed with the error code)."""
-        from kb_ray.answer.generators import make_generator
-
-        generator = self._generator or make_generator(self.settings)
-        try:
-            with ThreadPoolExecutor(max_workers=self.settings.max_concurrency) as pool:
-                return list(pool.map(lambda s: self._row(generator, s), sections))
-        finally:
-            if self._generator is None:
-                generator.close()
-
-    def _row(self, generator: Any, section: SectionInput) -> dict[str, Any]:
-        started = time.perf_counter()
-        result = generator.run(summary_messages(section, input_chars=self.input_chars))
-        text = clean_summary(result.text) if result.error is None else None
-        return enrichment_row(self, self.input_sha(section), text=text, error=result.error or (None if text else "empty"),
-                              prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                              seconds=time.perf_counter() - started, cost_usd=result.cost_usd)
+    def clean(self, text: str) -> str:
+        return clean_summary(text)
 
 
 class SectionSummarizer:

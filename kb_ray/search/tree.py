@@ -102,28 +102,12 @@ class SectionTree:
 
     def descend(self, scores: np.ndarray, *, target_chunks: int, max_steps: int) -> Descent:
         """Best-first over branches (key: best node score in the branch); see the module doc."""
-        best = self._branch_best(scores)
-        heap = [(-best[r], self.node_ids[r], "branch", r) for r in self.roots if best[r] > 0]
-        heapq.heapify(heap)
-        descent, chunks = Descent(), 0
-        while heap and len(descent.trace) < max_steps and chunks < target_chunks:
-            negative, _, kind, row = heapq.heappop(heap)
-            descent.trace.append({"step": kind, "node_id": self.node_ids[row], "score": round(-negative, 6)})
-            if kind == "section":
-                descent.sections.append(row)
-                descent.scores[row] = -negative
-                chunks += len(self.chunk_ids[row])
-                continue
-            if scores[row] > 0 and self.chunk_ids[row]:
-                heapq.heappush(heap, (-scores[row], self.node_ids[row], "section", row))
-            for child in self.children.get(row, []):
-                if best[child] > 0:
-                    heapq.heappush(heap, (-best[child], self.node_ids[child], "branch", child))
-        return descent
+        return self.navigate(scores, target_chunks=target_chunks, max_steps=max_steps, navigator=None,
+                             llm_max_steps=0, llm_candidates=2)
 
-    def navigate(self, scores: np.ndarray, *, target_chunks: int, max_steps: int, navigator: LlmNavigator,
+    def navigate(self, scores: np.ndarray, *, target_chunks: int, max_steps: int, navigator: LlmNavigator | None,
                  llm_max_steps: int, llm_candidates: int) -> Descent:
-        """:meth:`descend` where ``navigator`` picks the branches to open. Before a pop, while calls
+        """:meth:`descend` where ``navigator`` picks the branches to open (none: the score order alone). Before a pop, while calls
         are left and at least two branches wait, the best-scored ``llm_candidates`` of them are
         offered; the chosen ones (in the order named) move ahead of every other item, and what
         they push (their own section, their children, scored or not) inherits that place, so the
@@ -135,8 +119,9 @@ class SectionTree:
         heapq.heapify(heap)
         descent, chunks, pops, calls = Descent(), 0, 0, 0
         while heap and pops < max_steps and chunks < target_chunks:
-            branches = sorted(item for item in heap if item[4] == "branch")[:llm_candidates]
-            if calls < llm_max_steps and len(branches) >= 2:
+            asking = navigator is not None and calls < llm_max_steps
+            branches = sorted(item for item in heap if item[4] == "branch")[:llm_candidates] if asking else []
+            if len(branches) >= 2:
                 calls += 1
                 offered = [item[5] for item in branches]
                 chosen, reason = navigator.choose(self, offered)
