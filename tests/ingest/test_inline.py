@@ -30,7 +30,7 @@ def test_an_inline_ingest_writes_the_catalog_the_ray_pipeline_writes(tmp_path):
     assert in_driver.documents == on_ray.documents and in_driver.micro_batches == on_ray.micro_batches == 3
     assert in_driver.failure_reasons == on_ray.failure_reasons == {"corrupt": 1}
     assert {name: s["rows_in"] for name, s in in_driver.stages.items()} == \
-        {name: s["rows_in"] for name, s in on_ray.stages.items()} == {"fetch": 6, "parse": 6, "concepts": 6, "embed_write": 6}
+        {name: s["rows_in"] for name, s in on_ray.stages.items()} == {"fetch": 6, "parse": 6, "embed_write": 6}
     assert in_driver.chunks == on_ray.chunks and in_driver.embeddings == on_ray.embeddings
     assert verify_catalog(catalog(tmp_path / "inline")).ok(strict=True)
     assert sorted(row["action"] for row in log_rows(tmp_path / "inline", in_driver.run_id)) == \
