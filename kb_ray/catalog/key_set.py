@@ -58,7 +58,21 @@ class KeySet:
 
     def contains(self, rows: pa.Table, columns: Sequence[str]) -> np.ndarray:
         """A boolean per row of ``rows``: is its key (``columns``) in the set?"""
-        wanted = self._digests(rows, columns)
+        return self._contains(self._digests(rows, columns))
+
+    def held(self, values: Sequence[str]) -> list[str]:
+        """The values of a one-column key that the set holds, in their order."""
+        found = self._contains(_digest_keys((value,) for value in values))
+        return [value for value, hit in zip(values, found.tolist()) if hit]
+
+    def add(self, rows: pa.Table, columns: Sequence[str]) -> None:
+        self._add_digests(self._digests(rows, columns).tolist())
+
+    def add_values(self, values: Iterable[str]) -> None:
+        """Add values of a one-column key."""
+        self._add_digests(_digest_keys((value,) for value in values).tolist())
+
+    def _contains(self, wanted: np.ndarray) -> np.ndarray:
         found = np.zeros(len(wanted), dtype=bool)
         if len(self._sorted):
             at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
@@ -66,9 +80,6 @@ class KeySet:
         if self._pending:
             found |= np.fromiter((key in self._pending for key in wanted.tolist()), dtype=bool, count=len(wanted))
         return found
-
-    def add(self, rows: pa.Table, columns: Sequence[str]) -> None:
-        self._add_digests(self._digests(rows, columns).tolist())
 
     def _add_digests(self, digests: Iterable[bytes]) -> None:
         self._pending.update(digests)
@@ -79,8 +90,11 @@ class KeySet:
 
     @staticmethod
     def _digests(rows: pa.Table | pa.RecordBatch, columns: Sequence[str]) -> np.ndarray:
-        values = [rows.column(name).to_pylist() for name in columns]
-        return np.array([digest(key) for key in zip(*values)], dtype=f"S{DIGEST_BYTES}")
+        return _digest_keys(zip(*(rows.column(name).to_pylist() for name in columns)))
+
+
+def _digest_keys(keys: Iterable[Sequence[object]]) -> np.ndarray:
+    return np.array([digest(key) for key in keys], dtype=f"S{DIGEST_BYTES}")
 
 
 class TableKeys:

@@ -38,7 +38,7 @@ from kb_ray.catalog.key_set import TableKeys
 from kb_ray.catalog.maintenance import compact_small_files
 from kb_ray.ingest.metadata import DocumentMetadata
 from kb_ray.ingest.record import BATCH_COUNT_COLUMNS, PASSED_ROW_TABLES
-from kb_ray.ingest.rows import from_ipc, to_ipc, to_table
+from kb_ray.ingest.rows import first_of_each, from_ipc, to_ipc, to_table
 from kb_ray.outcomes import render_error
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,8 @@ class MicroBatchCommitter:
             return
         fp = vectors.column("embedder_fp")[0].as_py()
         known = self.keys.of(table_name, [key], where={"embedder_fp": fp})
-        fresh = _first_per_key(vectors.filter(pc.invert(pa.array(known.contains(vectors, [key])))), key)
+        fresh = vectors.filter(pc.invert(pa.array(known.contains(vectors, [key]))))
+        fresh = fresh.filter(first_of_each(fresh.column(key)))
         if fresh.num_rows:
             self.catalog.append(table_name, fresh, app_id=self.app_id, app_version=batch_no)
             known.add(fresh, [key])
@@ -286,13 +287,6 @@ def combine_batches(batches: list[dict[str, Any]]) -> dict[str, Any]:
         blobs = [b[f"{name}_ipc"] for b in batches if b.get(f"{name}_ipc")]
         combined[f"{name}_ipc"] = to_ipc(pa.concat_tables([from_ipc(blob) for blob in blobs])) if blobs else None
     return combined
-
-
-def _first_per_key(rows: pa.Table, key: str) -> pa.Table:
-    """``rows`` keeping the first row of each key."""
-    keys = rows.column(key).combine_chunks()
-    first = pc.equal(pc.index_in(keys, value_set=keys), pa.array(range(rows.num_rows), pa.int32()))
-    return rows if pc.all(first).as_py() else rows.filter(first)
 
 
 def _metadata_columns(meta: DocumentMetadata) -> dict[str, Any]:

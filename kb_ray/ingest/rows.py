@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kb_ray.catalog.contract import table_spec
 from kb_ray.model import DocumentVersion, Region
@@ -122,3 +123,9 @@ def concat_ipc(blobs: list[bytes | None], table_name: str) -> pa.Table:
     if not tables:
         return table_spec(table_name).schema.empty_table()
     return pa.concat_tables(tables)
+
+
+def first_of_each(values: pa.Array | pa.ChunkedArray) -> pa.BooleanArray:
+    """True at the first occurrence of each value (a filter that drops repeats, keeping order)."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return pc.equal(pc.index_in(values, value_set=values), pa.array(range(len(values)), pa.int32()))

@@ -57,3 +57,11 @@ def test_a_stage_kept_for_the_next_run_loads_the_keys_again(tmp_path):
     assert not first.contains(shas("s1"), ["embed_text_sha"])[0]  # run_1's snapshot
     second = run_keys.of_run("run_2").of("embeddings", ["embed_text_sha"], where={"embedder_fp": "fp"})
     assert second.contains(shas("s1"), ["embed_text_sha"])[0]
+
+
+def test_values_of_a_one_column_key_are_held_in_order_and_can_be_added():
+    keys = KeySet()
+    keys.add(shas("a", "b"), ["embed_text_sha"])
+    assert keys.held(["c", "b", "a", "b"]) == ["b", "a", "b"]
+    keys.add_values(["c"])
+    assert keys.held(["c", "d"]) == ["c"] and keys.contains(shas("c"), ["embed_text_sha"]).tolist() == [True]

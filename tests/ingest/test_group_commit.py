@@ -60,3 +60,12 @@ def test_one_commit_of_combined_batches_writes_what_separate_commits_write(tmp_p
         key = {"documents": "document_id", "sources": "uri", "embeddings": "embed_text_sha"}.get(table, "version_id")
         assert sorted(separate.read(table).column(key).to_pylist()) == sorted(grouped.read(table).column(key).to_pylist())
     assert grouped.delta_table("documents").version() < separate.delta_table("documents").version()
+
+
+def test_first_of_each_keeps_the_first_occurrence_in_order():
+    import pyarrow as pa
+
+    from kb_ray.ingest.rows import first_of_each
+
+    values = pa.chunked_array([["a", "b"], ["a", "c", "b"]])
+    assert first_of_each(values).to_pylist() == [True, True, False, True, False]

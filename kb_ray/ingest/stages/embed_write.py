@@ -30,7 +30,7 @@ from kb_ray.ingest.record import (
     VERSION_TABLES,
     conform_record,
 )
-from kb_ray.ingest.rows import concat_ipc, to_ipc, to_table
+from kb_ray.ingest.rows import concat_ipc, first_of_each, to_ipc, to_table
 from kb_ray.ingest.stages.base import Stage
 
 
@@ -96,23 +96,19 @@ class EmbedWriteStage(Stage):
         the vectors that existed when it was loaded and the ones this actor computed since. A
         text another actor embedded meanwhile is embedded again; the driver keeps one."""
         wanted = dict(zip(chunks.column("embed_text_sha").to_pylist(), chunks.column("embed_text").to_pylist()))
-        shas = pa.table({"embed_text_sha": pa.array(list(wanted), pa.string())})
         known = self.keys.of("embeddings", ["embed_text_sha"], where={"embedder_fp": self.embedder_fp})
-        cached = set(shas.filter(pa.array(known.contains(shas, ["embed_text_sha"]))).column(0).to_pylist())
+        cached = set(known.held(list(wanted)))
         missing = [sha for sha in wanted if sha not in cached]
         vectors = self.embedder.embed_texts([wanted[sha] for sha in missing]) if missing else []
         rows = [{"embedder_fp": self.embedder_fp, "embed_text_sha": sha, "dim": self.embedder.dim,
                  "vector": vector.tolist()} for sha, vector in zip(missing, vectors)]
-        table = to_table("embeddings", rows)
-        known.add(table, ["embed_text_sha"])
-        return table, {"embeddings_computed": len(missing), "embeddings_cached": len(cached)}
+        known.add_values(missing)
+        return to_table("embeddings", rows), {"embeddings_computed": len(missing), "embeddings_cached": len(cached)}
 
     def _drop_known_chunks(self, chunks: pa.Table) -> pa.Table:
         """Chunk rows the catalog lacks, once each. Chunk ids include the document id and each
         document is in one micro-batch of a run, so a key set loaded once is exact here."""
         if not chunks.num_rows:
             return chunks
-        ids = chunks.column("chunk_id").combine_chunks()
         known = self.keys.of("chunks", ["chunk_id"]).contains(chunks, ["chunk_id"])
-        first = pc.equal(pc.index_in(ids, value_set=ids), pa.array(range(len(ids)), pa.int32()))
-        return chunks.filter(pc.and_(pc.invert(pa.array(known)), first))
+        return chunks.filter(pc.and_(pc.invert(pa.array(known)), first_of_each(chunks.column("chunk_id"))))

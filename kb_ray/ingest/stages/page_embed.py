@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from kb_ray.catalog.blobs import BlobStore
 from kb_ray.catalog.delta import DeltaCatalog
-from kb_ray.catalog.key_set import TableKeys
+from kb_ray.catalog.key_set import KeySet, TableKeys
 from kb_ray.config import PagesSettings
 from kb_ray.ingest.record import DOCUMENT_RECORD, with_columns
 from kb_ray.ingest.rows import first_owners, from_ipc, to_ipc, to_table
@@ -43,8 +43,7 @@ class PageEmbedStage(Stage):
         missing = [sha for sha in owners if sha not in cached]
         per_doc: list[list[dict[str, Any]]] = [[] for _ in range(batch.num_rows)]
         computed = self._embed(missing)
-        self.keys.of("page_embeddings", ["image_sha"], where={"embedder_fp": self.embedder_fp}).add(
-            pa.table({"image_sha": pa.array([row["image_sha"] for row in computed], pa.string())}), ["image_sha"])
+        self._known().add_values(row["image_sha"] for row in computed)
         for row in computed:
             per_doc[owners[row["image_sha"]]].append(row)
         rows = [to_ipc(to_table("page_embeddings", r)) if r else None for r in per_doc]
@@ -56,9 +55,10 @@ class PageEmbedStage(Stage):
             return set()
         """The shas whose vectors were stored when this actor's key set was loaded, or that it
         computed since (another actor's meanwhile are computed again; the driver keeps one)."""
-        known = self.keys.of("page_embeddings", ["image_sha"], where={"embedder_fp": self.embedder_fp})
-        held = known.contains(pa.table({"image_sha": pa.array(shas, pa.string())}), ["image_sha"])
-        return {sha for sha, hit in zip(shas, held.tolist()) if hit}
+        return set(self._known().held(shas))
+
+    def _known(self) -> KeySet:
+        return self.keys.of("page_embeddings", ["image_sha"], where={"embedder_fp": self.embedder_fp})
 
     def _embed(self, shas: list[str]) -> list[dict[str, Any]]:
         from PIL import Image

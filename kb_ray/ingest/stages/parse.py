@@ -35,9 +35,8 @@ def known_versions(catalog: DeltaCatalog, version_ids: list[str], *, keys: KeySe
                    ) -> dict[str, dict[str, Any]]:
     """Versions the catalog already holds (a rerun, or another collection's identical file).
     With ``keys`` (the ``versions`` key set) only the ids it holds are read from the table."""
-    if keys is not None and version_ids:
-        held = keys.contains(pa.table({"version_id": pa.array(version_ids, pa.string())}), ["version_id"])
-        version_ids = [version_id for version_id, hit in zip(version_ids, held.tolist()) if hit]
+    if keys is not None:
+        version_ids = keys.held(version_ids)
     if not version_ids:
         return {}
     found = catalog.read("versions", columns=["version_id", "status", "reason", "error", "title", "mime", "n_chunks"],
