@@ -33,8 +33,14 @@ from kb_ray.embedding.fingerprint import embedder_fingerprint
 from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.analyzer import TextAnalyzer
-from kb_ray.index.channels import CHANNELS, ChannelBm25Index, channel_statistics, lexical_channels, tie_keys
-from kb_ray.index.chunk_context import contextual_text
+from kb_ray.index.channels import (
+    CHANNELS,
+    ChannelBm25Index,
+    channel_statistics,
+    contextual_text,
+    lexical_channels,
+    tie_keys,
+)
 from kb_ray.index.concepts import ConceptExtractor
 from kb_ray.index.contextual import ContextualInputs, context_writer, contextual_inputs, contextual_spec
 from kb_ray.index.dense import build_faiss_index, choose_dense_type
@@ -128,7 +134,7 @@ def build_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = N
         generation_id = generation_id_for(spec, versions, fp)
         manifest = _existing_manifest(config, generation_id)
         if manifest is None:
-            manifest = _build(config, connection, spec=spec, versions=versions, embedder_fp=fp,
+            manifest = _build(config, catalog, connection, spec=spec, versions=versions, embedder_fp=fp,
                               generation_id=generation_id, page_fp=page_fp, text_embedder=text_embedder)
     finally:
         connection.close()
@@ -181,12 +187,12 @@ def _existing_manifest(config: KbConfig, generation_id: str) -> GenerationManife
     return manifest
 
 
-def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int], embedder_fp: str,
+def _build(config: KbConfig, catalog: DeltaCatalog, connection, *, spec: dict, versions: dict[str, int], embedder_fp: str,
            generation_id: str, page_fp: str | None = None, text_embedder: Any = None) -> GenerationManifest:
     started = time.perf_counter()
     hydration, vector_column = read_index_rows(connection, embedder_fp)
     vectors = _vectors(vector_column)
-    contextual = _contextual(config, hydration, embedder_fp, text_embedder) if "contextual" in spec else None
+    contextual = _contextual(config, catalog, hydration, embedder_fp, text_embedder) if "contextual" in spec else None
     if contextual is not None and contextual.vectors is not None and hydration.num_rows:
         vectors = contextual.vectors
     lexical_contexts = contextual.contexts if contextual and config.index.contextual_in != "dense" else None
@@ -195,7 +201,7 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
         shards = _write_shards(staged, hydration, vectors, config.index, contexts=lexical_contexts)
         pages = build_page_index(staged / PAGES_DIR, connection, page_fp) if page_fp else None
         tree_started = time.perf_counter()
-        tree = _build_tree(staged, hydration, config, embedder_fp, text_embedder) if "tree" in spec else None
+        tree = _build_tree(staged, hydration, config, catalog, embedder_fp, text_embedder) if "tree" in spec else None
         tree_seconds = time.perf_counter() - tree_started
         graph_started = time.perf_counter()
         graph = build_graph_index(staged / GRAPH_DIR, hydration, connection, extractor=ConceptExtractor()) \
@@ -222,7 +228,8 @@ def _build(config: KbConfig, connection, *, spec: dict, versions: dict[str, int]
     return manifest
 
 
-def _contextual(config: KbConfig, hydration: pa.Table, embedder_fp: str, text_embedder: Any) -> ContextualInputs:
+def _contextual(config: KbConfig, catalog: DeltaCatalog, hydration: pa.Table, embedder_fp: str,
+                text_embedder: Any) -> ContextualInputs:
     def embedder() -> Any:
         if text_embedder is not None:
             return text_embedder
@@ -230,13 +237,12 @@ def _contextual(config: KbConfig, hydration: pa.Table, embedder_fp: str, text_em
 
         return TextEmbedder.from_settings(config.embedding)
 
-    catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
     return contextual_inputs(catalog, hydration, writer=context_writer(config.index, config.answer),
                              analyzer=_analyzer(config.index), embedder_fp=embedder_fp, embedder=embedder,
                              embed=config.index.contextual_in != "lexical")
 
 
-def _build_tree(staged: Path, hydration: pa.Table, config: KbConfig, embedder_fp: str,
+def _build_tree(staged: Path, hydration: pa.Table, config: KbConfig, catalog: DeltaCatalog, embedder_fp: str,
                 text_embedder: Any) -> dict | None:
     if text_embedder is None:
         from kb_ray.embedding.text import TextEmbedder
@@ -248,7 +254,6 @@ def _build_tree(staged: Path, hydration: pa.Table, config: KbConfig, embedder_fp
                            "or build without index.tree")
     summarizer = None
     if config.index.tree_summaries == "generator":
-        catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
         summarizer = SectionSummarizer(catalog, LlmSummaryWriter(config.answer, config.index))
     return build_tree_index(staged / TREE_DIR, hydration, embedder=text_embedder, analyzer=_analyzer(config.index),
                             summarizer=summarizer)
@@ -307,10 +312,9 @@ def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, 
     index = build_faiss_index(vectors, dense_type, hnsw_m=settings.hnsw_m, ivf_nlist=settings.ivf_nlist)
     faiss.write_index(index, str(folder / DENSE_FILE))
     if lexical is None:
-        texts = [lexical_text(h, t) for h, t in zip(rows.column("heading_path").to_pylist(),
-                                                     rows.column("text").to_pylist())]
-        if contexts is not None:
-            texts = [contextual_text(c, t) for c, t in zip(contexts, rows.column("text").to_pylist())]
+        chunk_texts = rows.column("text").to_pylist()
+        texts = ([contextual_text(c, t) for c, t in zip(contexts, chunk_texts)] if contexts is not None
+                 else [lexical_text(h, t) for h, t in zip(rows.column("heading_path").to_pylist(), chunk_texts)])
         lexical = lexical_index_class(settings.lexical).build(texts)
     lexical.save(folder / LEXICAL_DIR)
     return ShardInfo(shard=shard, rows=rows.num_rows, dir=folder.name, dense_type=dense_type)

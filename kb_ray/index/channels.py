@@ -52,6 +52,12 @@ def file_name(uri: str | None) -> str:
     return (uri or "").rstrip("/").rsplit("/", 1)[-1]
 
 
+def contextual_text(context: str, text: str) -> str:
+    """What the contextual generation (kb_ray/index/contextual.py) embeds and indexes in the BM25
+    body channel: the chunk's context, then its text."""
+    return f"{context}\n{text}".strip()
+
+
 def lexical_channels(rows: pa.Table, analyzer: TextAnalyzer, *, heading_in_body: bool = False,
                      contexts: list[str] | None = None) -> dict[str, list]:
     """Terms per channel for every row of a hydration table. With ``contexts`` (the contextual
@@ -62,7 +68,7 @@ def lexical_channels(rows: pa.Table, analyzer: TextAnalyzer, *, heading_in_body:
     titles = rows.column("title").to_pylist()
     body = [f"{h}\n{t}" for h, t in zip(headings, texts)] if heading_in_body else texts
     if contexts is not None:
-        body = [f"{c}\n{t}" for c, t in zip(contexts, texts)]
+        body = [contextual_text(c, t) for c, t in zip(contexts, texts)]
     return {
         "body": [analyzer.terms(t) for t in body],
         "heading": [analyzer.terms(f"{title or ''}\n{h}") for title, h in zip(titles, headings)],

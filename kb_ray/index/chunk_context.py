@@ -98,7 +98,7 @@ def _place(row: dict[str, Any], title: str, where: tuple[int, Section], sections
 class ExtractiveContextWriter:
     """``Document: T. Section: A > B (section 3 of 7, part 2 of 4). Section begins: …``"""
 
-    name = "extractive"
+    name, kind = "extractive", CONTEXT_KIND
 
     def __init__(self) -> None:
         self.fingerprint = ids.fingerprint(kind="enricher", name="ExtractiveChunkContext", version="1",
@@ -156,8 +156,3 @@ def context_messages(place: ChunkPlace, *, document_chars: int) -> list[dict[str
 def clean_context(text: str) -> str:
     folded = " ".join(text.split())
     return folded if len(folded) <= MAX_CONTEXT_CHARS else folded[:MAX_CONTEXT_CHARS].rsplit(" ", 1)[0] + " …"
-
-
-def contextual_text(context: str, text: str) -> str:
-    """What the contextual generation embeds and indexes in the BM25 body channel."""
-    return f"{context}\n{text}".strip()

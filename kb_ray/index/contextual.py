@@ -37,6 +37,7 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import AnswerSettings, IndexSettings
 from kb_ray.errors import CatalogError, KbRayError
 from kb_ray.index.analyzer import TextAnalyzer
+from kb_ray.index.channels import contextual_text
 from kb_ray.index.chunk_context import (
     CONTEXT_FORMAT,
     CONTEXT_KIND,
@@ -48,7 +49,6 @@ from kb_ray.index.chunk_context import (
     chunk_places,
     clean_context,
     context_messages,
-    contextual_text,
 )
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ class LlmEnrichmentWriter:
         """One ``enrichments`` row per item (``status`` ok, or failed with the error code)."""
         from kb_ray.answer.generators import make_generator
 
+        logger.info("writing %d %s enrichments with %s", len(items), self.kind, self.model)
         generator = self._generator or make_generator(self.settings)
         try:
             with ThreadPoolExecutor(max_workers=self.settings.max_concurrency) as pool:
@@ -147,9 +148,8 @@ def contextual_spec(index: IndexSettings, answer: AnswerSettings) -> dict[str, A
 def enrichment_row(writer: Any, input_sha: str, *, text: str | None, error: str | None = None,
                    prompt_tokens: int = 0, completion_tokens: int = 0, seconds: float = 0.0,
                    cost_usd: float = 0.0) -> dict[str, Any]:
-    """An ``enrichments`` row of ``writer`` (kind ``writer.kind``, default ``chunk_context``)."""
-    kind = getattr(writer, "kind", CONTEXT_KIND)
-    return {"enricher_fp": writer.fingerprint, "input_sha": input_sha, "kind": kind, "model": writer.model,
+    """An ``enrichments`` row of ``writer`` (of kind ``writer.kind``)."""
+    return {"enricher_fp": writer.fingerprint, "input_sha": input_sha, "kind": writer.kind, "model": writer.model,
             "status": "ok" if error is None else "failed", "text": text, "error": error,
             "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "seconds": seconds,
             "cost_usd": cost_usd, "run_id": None, "created_at": datetime.now(timezone.utc)}
@@ -183,28 +183,35 @@ def contextual_inputs(catalog: DeltaCatalog, hydration: pa.Table, *, writer: Any
 def _contexts(catalog: DeltaCatalog, places: list[ChunkPlace], writer: Any) -> tuple[list[str], int, int]:
     """Each place's context: stored, or written now (and stored). A failed model call leaves a
     failed row (retried by the next build) and the extractive context in its place."""
-    shas = [writer.input_sha(p) for p in places]
-    stored = stored_contexts(catalog, writer.fingerprint)
-    todo = {sha: place for sha, place in zip(shas, places) if sha not in stored}
-    rows = _write(writer, list(todo.items()))
-    for offset in range(0, len(rows), COMMIT_BATCH):
-        merge_enrichments(catalog, rows[offset:offset + COMMIT_BATCH])
-    stored.update({row["input_sha"]: row["text"] for row in rows if row["status"] == "ok"})
+    texts, rows = stored_or_written(catalog, writer, places, write=lambda todo: _write(writer, todo))
     fallback = ExtractiveContextWriter()
-    contexts = [stored.get(sha) or fallback.render(place) for sha, place in zip(shas, places)]
+    contexts = [text or fallback.render(place) for text, place in zip(texts, places)]
     return contexts, len(rows), sum(row["status"] != "ok" for row in rows)
 
 
-def _write(writer: Any, todo: list[tuple[str, ChunkPlace]]) -> list[dict[str, Any]]:
-    if not todo:
-        return []
+def _write(writer: Any, places: list[ChunkPlace]) -> list[dict[str, Any]]:
     if isinstance(writer, ExtractiveContextWriter):
-        return [enrichment_row(writer, sha, text=writer.render(place)) for sha, place in todo]
-    logger.info("writing %d chunk contexts with %s", len(todo), writer.model)
-    return writer.write([place for _, place in todo])
+        return [enrichment_row(writer, writer.input_sha(place), text=writer.render(place)) for place in places]
+    return writer.write(places)
 
 
-def stored_contexts(catalog: DeltaCatalog, enricher_fp: str, *, kind: str = CONTEXT_KIND) -> dict[str, str]:
+def stored_or_written(catalog: DeltaCatalog, writer: Any, items: list[Any], *,
+                      write: Callable[[list[Any]], list[dict[str, Any]]] | None = None
+                      ) -> tuple[list[str | None], list[dict[str, Any]]]:
+    """Each item's ``writer.kind`` enrichment (content-addressed by ``writer.input_sha``): the
+    stored one, or written now by ``write`` (default ``writer.write``) and MERGEd into
+    ``enrichments``; None where the call failed. Also the rows written."""
+    shas = [writer.input_sha(item) for item in items]
+    stored = stored_enrichments(catalog, writer.fingerprint, kind=writer.kind)
+    todo = {sha: item for sha, item in zip(shas, items) if sha not in stored}
+    rows = (write or writer.write)(list(todo.values())) if todo else []
+    for offset in range(0, len(rows), COMMIT_BATCH):
+        merge_enrichments(catalog, rows[offset:offset + COMMIT_BATCH])
+    stored.update({row["input_sha"]: row["text"] for row in rows if row["status"] == "ok"})
+    return [stored.get(sha) for sha in shas], rows
+
+
+def stored_enrichments(catalog: DeltaCatalog, enricher_fp: str, *, kind: str = CONTEXT_KIND) -> dict[str, str]:
     """input_sha -> text of the ``kind`` enrichments of ``enricher_fp`` (status ok)."""
     table = catalog.dataset("enrichments").to_table(columns=["enricher_fp", "input_sha", "kind", "status", "text"])
     keep = pc.and_(pc.and_(pc.equal(table["enricher_fp"].cast(pa.string()), enricher_fp),

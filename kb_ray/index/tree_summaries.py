@@ -20,7 +20,7 @@ from typing import Any
 from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import AnswerSettings, IndexSettings
-from kb_ray.index.contextual import COMMIT_BATCH, LlmEnrichmentWriter, merge_enrichments, stored_contexts
+from kb_ray.index.contextual import LlmEnrichmentWriter, stored_or_written
 
 logger = logging.getLogger(__name__)
 
@@ -93,17 +93,8 @@ class SectionSummarizer:
     def __call__(self, sections: list[SectionInput]) -> list[str | None]:
         """Each section's summary; None where none is stored and the call failed (keep the extractive one)."""
         started = time.perf_counter()
-        shas = [self.writer.input_sha(s) for s in sections]
-        stored = stored_contexts(self.catalog, self.writer.fingerprint, kind=SUMMARY_KIND)
-        todo = {sha: section for sha, section in zip(shas, sections) if sha not in stored}
-        rows: list[dict[str, Any]] = []
-        if todo:
-            logger.info("writing %d section summaries with %s", len(todo), self.writer.model)
-            rows = self.writer.write(list(todo.values()))
-        for offset in range(0, len(rows), COMMIT_BATCH):
-            merge_enrichments(self.catalog, rows[offset:offset + COMMIT_BATCH])
-        stored.update({row["input_sha"]: row["text"] for row in rows if row["status"] == "ok"})
+        summaries, rows = stored_or_written(self.catalog, self.writer, sections)
         self.stats = {"writer": self.writer.name, "summaries_written": len(rows),
                       "summaries_failed": sum(row["status"] != "ok" for row in rows),
                       "seconds": round(time.perf_counter() - started, 3)}
-        return [stored.get(sha) for sha in shas]
+        return summaries

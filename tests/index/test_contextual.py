@@ -15,7 +15,7 @@ from kb_ray.config import AnswerSettings
 from kb_ray.index import build_index
 from kb_ray.index.analyzer import TextAnalyzer
 from kb_ray.index.chunk_context import ExtractiveContextWriter, chunk_places
-from kb_ray.index.contextual import stored_contexts
+from kb_ray.index.contextual import stored_enrichments
 from kb_ray.index.generations import local_generation_dir
 from kb_ray.index.rows import open_session, read_index_rows
 from tests.enrich.openai_server import serve_openai
@@ -96,7 +96,7 @@ def test_contextual_generation_indexes_context_and_keeps_plain_hydration(tmp_pat
         pq.read_table(folder / "shard-001" / "hydration.parquet").to_pylist()
     assert not any(row["text"].startswith("Document:") for row in hydrated)
     catalog = DeltaCatalog.open(str(tmp_path / "kb"), create=False)
-    assert len(stored_contexts(catalog, ExtractiveContextWriter().fingerprint)) == 7
+    assert len(stored_enrichments(catalog, ExtractiveContextWriter().fingerprint)) == 7
 
 
 def test_a_second_build_embeds_and_writes_nothing(tmp_path):
