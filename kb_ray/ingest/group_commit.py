@@ -18,6 +18,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 _POLL_S = 0.5
@@ -70,3 +71,15 @@ class ReadAhead:
 
     def close(self) -> None:
         self._stop.set()
+
+
+def commit_groups(rows: Iterator[dict[str, Any]], *, max_group: int) -> Iterator[list[dict[str, Any]]]:
+    """The rows to commit together, in order: with ``max_group`` 1 each row alone, pulled in the
+    caller's thread; otherwise through a :class:`ReadAhead` (closed when the caller stops)."""
+    if max_group == 1:
+        yield from ([row] for row in rows)
+        return
+    reader = ReadAhead(rows, max_group=max_group)
+    with closing(reader):
+        while group := reader.next_group():
+            yield group

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from contextlib import closing
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from kb_ray.chunking.tokens import SPECIAL_TOKENS
 from kb_ray.config import KbConfig, config_json
 from kb_ray.errors import CatalogError, SourceError
 from kb_ray.ingest.commit import MicroBatchCommitter, combine_batches
-from kb_ray.ingest.group_commit import ReadAhead
+from kb_ray.ingest.group_commit import commit_groups
 from kb_ray.ingest.listing import list_sources
 from kb_ray.ingest.metadata_plan import MetadataPlan, failed_rows_table, resolve_plan_metadata
 from kb_ray.ingest.planning import IngestPlan, plan_ingest
@@ -183,18 +184,14 @@ def _commit_each(batches, *, committer: MicroBatchCommitter, report: IngestRepor
     """Commit micro-batches as they come, with the ones that arrived during the last commit
     in the same commit (at most ``max_group``, kb_ray/ingest/group_commit.py); time waiting
     for the next one apart from committing."""
-    reader = ReadAhead(batches, max_group=max_group) if max_group > 1 else None
-    try:
+    with closing(commit_groups(batches, max_group=max_group)) as groups:
         while True:
             waited = time.perf_counter()
-            group = reader.next_group() if reader else [batch for batch in [next(batches, None)] if batch is not None]
+            group = next(groups, None)
             report.driver["wait_seconds"] += time.perf_counter() - waited
-            if not group:
+            if group is None:
                 return
             _commit_group(group, committer=committer, report=report, progress=progress)
-    finally:
-        if reader:
-            reader.close()
 
 
 def _commit_group(group: list[dict], *, committer: MicroBatchCommitter, report: IngestReport,

@@ -119,6 +119,7 @@ class HybridSearcher:
         self.catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
         self.gate = ActivePointers(self.catalog, max_age_s=gate_max_age_s, version=gate_version)
         self.reranker = reranker
+        self._navigator: Any = None  # search.tree.llm_navigate's generator, made at its first use
         self._embedder = embedder
         self._lock = threading.Lock()
         self.assembler = HitAssembler(config.search, embedder=self._get_embedder)
@@ -292,15 +293,11 @@ class HybridSearcher:
         search_filter = parse_filters(filters, filterable_metadata=self.config.index.filterable_metadata)
         node_mask = loaded.tree.mask(search_filter, gate_token=token, active_versions=active)
         scores = loaded.tree.scores(query, query_vector, node_mask, settings)
-        if settings.tree.llm_navigate:
-            descent = loaded.tree.navigate(scores, target_chunks=max(k, settings.tree.min_chunks),
-                                           max_steps=settings.tree.max_steps,
-                                           navigator=LlmNavigator(self._navigator_generator(), query),
-                                           llm_max_steps=settings.tree.llm_max_steps,
-                                           llm_candidates=settings.tree.llm_candidates)
-        else:
-            descent = loaded.tree.descend(scores, target_chunks=max(k, settings.tree.min_chunks),
-                                          max_steps=settings.tree.max_steps)
+        navigator = LlmNavigator(self._navigator_generator(), query) if settings.tree.llm_navigate else None
+        descent = loaded.tree.navigate(scores, target_chunks=max(k, settings.tree.min_chunks),
+                                       max_steps=settings.tree.max_steps, navigator=navigator,
+                                       llm_max_steps=settings.tree.llm_max_steps,
+                                       llm_candidates=settings.tree.llm_candidates)
         narrowed, ranked = section_chunks(loaded.tree, descent, loaded.shards, masks)
         info = {"sections": [{"node_id": loaded.tree.node_ids[row], "path": loaded.tree.paths[row],
                               "score": round(descent.scores[row], 6)} for row in descent.sections],
@@ -309,7 +306,7 @@ class HybridSearcher:
 
     def _navigator_generator(self):
         """The answer generator ``search.tree.llm_navigate`` asks (made once, kept)."""
-        if getattr(self, "_navigator", None) is None:
+        if self._navigator is None:
             from kb_ray.answer.generators import make_generator
 
             answer = self.config.answer.model_copy(update={"max_new_tokens": self.config.search.tree.llm_max_tokens})
