@@ -1,7 +1,7 @@
 """One eval run over every query of a dataset, reported per split (dev, test, all) from the same hits.
 
     .venv/bin/python benchmarks/eval_splits.py --kb KB [--dataset benchmarks/realdocs/queries.jsonl]
-        [--modes dense,lexical,hybrid] [--naive-cache DIR] [--out DIR]
+        [--modes dense,lexical,hybrid] [--naive-cache DIR] [--contextual-generation GEN] [--out DIR]
 
 ``kb-ray eval --split dev`` and ``--split test`` are two runs (two naive builds, two sets of
 searches); this runs the harness (kb_ray.eval.run_eval, k = 20, the naive reference in the same
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=REPO / "benchmarks" / "realdocs" / "queries.jsonl")
     parser.add_argument("--modes", default="dense,lexical,hybrid")
     parser.add_argument("--naive-cache", default=None)
+    parser.add_argument("--contextual-generation", default=None, metavar="GEN",
+                        help="also this generation's hybrid, as mode 'contextual' (as kb-ray eval does)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/eval_splits"))
     args = parser.parse_args(argv)
 
@@ -45,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     queries = load_dataset(args.dataset)
     parts = json.loads(split_path(args.dataset).read_text(encoding="utf-8"))
     searcher = HybridSearcher.open(config)
+    contextual = HybridSearcher.open(config, generation_id=args.contextual_generation) \
+        if args.contextual_generation else None
     result = run_eval(config, queries, modes=tuple(args.modes.split(",")), k=20, searcher=searcher,
-                      dataset=str(args.dataset), naive_cache=args.naive_cache)
+                      dataset=str(args.dataset), naive_cache=args.naive_cache, contextual=contextual)
     command = " ".join(["benchmarks/eval_splits.py", *(argv if argv is not None else sys.argv[1:])])
     for part in ("dev", "test", "all"):
         keep = {q.id for q in queries} if part == "all" else set(parts[part])

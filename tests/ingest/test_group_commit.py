@@ -69,3 +69,11 @@ def test_first_of_each_keeps_the_first_occurrence_in_order():
 
     values = pa.chunked_array([["a", "b"], ["a", "c", "b"]])
     assert first_of_each(values).to_pylist() == [True, True, False, True, False]
+
+
+def test_commit_groups_are_single_rows_without_read_ahead_and_gathered_with_it():
+    from kb_ray.ingest.group_commit import commit_groups
+
+    assert list(commit_groups(iter([{"n": 0}, {"n": 1}]), max_group=1)) == [[{"n": 0}], [{"n": 1}]]
+    rows = [{"n": i} for i in range(5)]
+    assert sum(commit_groups(iter(rows), max_group=4), []) == rows
