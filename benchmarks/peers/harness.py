@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+KB_SET_ENV = "KB_PEERS_SET"  # newline-separated config overrides for the kb-ray contenders (ingest_shape --kb-set)
 RESULTS = ROOT / "benchmarks" / "results" / "peers.md"
 RESULT_PREFIX = "PEER_RESULT "  # a contender prints one line "PEER_RESULT {json}" on stdout
 

@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import shape
-from harness import ROOT, report_result
+from harness import KB_SET_ENV, ROOT, report_result
 
 EMBED_BATCH = 32  # texts per forward pass for every contender (kb-ray's embedding.batch_size)
 
@@ -30,8 +31,9 @@ def _kb_ray_ingest(corpus: Path, out: Path, overrides: list[str]) -> None:
     from kb_ray.config import load_config
     from kb_ray.ingest.run import run_ingest
 
+    extra = [line for line in os.environ.get(KB_SET_ENV, "").splitlines() if line]  # ingest_shape.py --kb-set
     config = load_config(ROOT / "conf" / "local.yaml", overrides=[
-        f"kb_root={out / 'kb'}", f"ingest.sources=[{corpus}]", *overrides])
+        f"kb_root={out / 'kb'}", f"ingest.sources=[{corpus}]", *overrides, *extra])
     started = time.perf_counter()
     report = run_ingest(config)
     elapsed = time.perf_counter() - started

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import ROOT, header_lines, load_average, run_measured, write_section  # noqa: E402
+from harness import KB_SET_ENV, ROOT, header_lines, load_average, run_measured, write_section  # noqa: E402
 
 ORDER = ("kb-ray-default", "kb-ray", "kb-embed", "sequential", "ray-data", "daft", "embed-1t", "embed-2t")
 LABELS = {
@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", default=",".join(ORDER), help="comma-separated contenders to run")
     parser.add_argument("--contender", help=argparse.SUPPRESS)  # internal: run one contender here
     parser.add_argument("--no-write", action="store_true", help="print only; leave peers.md alone")
+    parser.add_argument("--kb-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for the kb-ray contenders (repeatable), e.g. ray.embed.concurrency=2")
     return parser.parse_args(argv)
 
 
@@ -60,7 +62,8 @@ def measure_all(args: argparse.Namespace, corpus: Path) -> dict[str, dict]:
         out.mkdir(parents=True)
         print(f"running {name} ...", flush=True)
         measured = run_measured([__file__, "--contender", name, "--workdir", args.workdir, "--docs",
-                                 str(args.docs), "--pages", str(args.pages)], env={"PYTHONPATH": here})
+                                 str(args.docs), "--pages", str(args.pages)],
+                                env={"PYTHONPATH": here, KB_SET_ENV: "\n".join(args.kb_set)})
         if measured.returncode != 0 or not measured.result:
             print(measured.stderr_tail, file=sys.stderr)
             raise SystemExit(f"{name} failed (exit {measured.returncode})")

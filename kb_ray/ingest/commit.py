@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from kb_ray.catalog.datafiles import DataFile
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.key_set import TableKeys
-from kb_ray.catalog.maintenance import compact_small_files
+from kb_ray.catalog.maintenance import TARGET_FILE_BYTES, compact_small_files
 from kb_ray.ingest.metadata import DocumentMetadata
 from kb_ray.ingest.record import BATCH_COUNT_COLUMNS, PASSED_ROW_TABLES
 from kb_ray.ingest.rows import first_of_each, from_ipc, to_ipc, to_table
@@ -54,13 +54,15 @@ class BatchOutcome:
 
 class MicroBatchCommitter:
     def __init__(self, catalog: DeltaCatalog, *, run_id: str, fail_after_batches: int | None = None,
-                 compact_every_batches: int = 0, before_commit: Callable[[], None] | None = None) -> None:
+                 compact_every_batches: int = 0, compact_target_bytes: int = TARGET_FILE_BYTES,
+                 before_commit: Callable[[], None] | None = None) -> None:
         self.catalog = catalog
         self.before_commit = before_commit  # raises to stop committing (the writer lease was lost)
         self.run_id = run_id
         self.app_id = f"ingest:{run_id}"
         self.fail_after_batches = fail_after_batches  # tests: simulate a crash between batches
         self.compact_every_batches = compact_every_batches  # 0: never during ingest
+        self.compact_target_bytes = compact_target_bytes
         self.residue = ResidueWatch(catalog, except_run=run_id)
         self.keys = TableKeys(catalog)  # which keys the tables hold: new rows are appended, not merged
         self._written: set[str] = set()  # tables this run committed to since the last compaction
@@ -90,7 +92,7 @@ class MicroBatchCommitter:
 
     def _compact_now_and_then(self, batch_no: int) -> None:
         if self.compact_every_batches and (batch_no + 1) % self.compact_every_batches == 0 and self._written:
-            compact_small_files(self.catalog, sorted(self._written))
+            compact_small_files(self.catalog, sorted(self._written), target_size=self.compact_target_bytes)
             self._written.clear()
 
     def _commit_embeddings(self, vectors: pa.Table, batch_no: int) -> None:

@@ -60,6 +60,7 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
     with writer_lease(catalog, config, holder=f"ingest {report.run_id}") as lease:
         committer = MicroBatchCommitter(catalog, run_id=report.run_id, fail_after_batches=fail_after_batches,
                                         compact_every_batches=config.ingest.compact_every_batches,
+                                        compact_target_bytes=config.ingest.compact_target_mb << 20,
                                         before_commit=lease.check)
         _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
                            on_progress=on_progress, verbose=verbose, uploads=uploads)

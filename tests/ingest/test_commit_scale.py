@@ -60,8 +60,9 @@ def batch_of(catalog: DeltaCatalog, batch_no: int, docs: int = 2, *, names: list
             "version_ids_json": json.dumps([f"ver_{n}_{batch_no}" for n in names]), "embeddings_ipc": to_ipc(vectors)}
 
 
-def commit_batches(catalog: RecordingCatalog, n: int, *, compact_every: int, run_id: str = "run_a") -> MicroBatchCommitter:
-    committer = MicroBatchCommitter(catalog, run_id=run_id, compact_every_batches=compact_every)
+def commit_batches(catalog: RecordingCatalog, n: int, *, compact_every: int, run_id: str = "run_a",
+                   **options) -> MicroBatchCommitter:
+    committer = MicroBatchCommitter(catalog, run_id=run_id, compact_every_batches=compact_every, **options)
     for batch_no in range(n):
         committer.commit(batch_of(catalog, batch_no), batch_no=batch_no)
     return committer
@@ -74,6 +75,18 @@ def test_new_rows_are_appended_without_a_merge_and_compaction_bounds_the_files(t
     assert len(catalog.delta_table("documents").file_uris()) == 1
     for table in ("documents", "sources", "embeddings"):
         assert catalog.read(table).num_rows == 24, table
+
+
+def test_the_committer_compacts_to_its_configured_target(tmp_path):
+    """The target bounds what a compaction rewrites in the driver's memory: files at or above
+    it are never read again. With a target below one micro-batch's file nothing is rewritten;
+    with the default every batch's file is packed into one."""
+    catalog = open_catalog(tmp_path)
+    commit_batches(catalog, 12, compact_every=4, compact_target_bytes=1024)  # each batch's file is ~4 KiB
+    assert len(catalog.delta_table("documents").file_uris()) == 12
+    catalog = open_catalog(tmp_path / "default")
+    commit_batches(catalog, 12, compact_every=4)
+    assert len(catalog.delta_table("documents").file_uris()) == 1
 
 
 def test_a_changed_document_is_merged_alone_and_keeps_its_created_at(tmp_path):
