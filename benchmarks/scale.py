@@ -46,19 +46,33 @@ def rss_mb() -> float:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def rss_parts_mb() -> tuple[float, float, float]:
+    """The driver's RSS split: anonymous (its own heap), file-backed and shared memory (Ray's object
+    store segments the driver has read objects from count here, shared with the store)."""
+    parts = {}
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            name, _, value = line.partition(":")
+            if name in ("RssAnon", "RssFile", "RssShmem"):
+                parts[name] = int(value.split()[0]) / 1024
+    return parts.get("RssAnon", 0.0), parts.get("RssFile", 0.0), parts.get("RssShmem", 0.0)
+
+
 def child(args: argparse.Namespace) -> None:
     """Run in the child: one full ingest and one unchanged re-ingest, timed."""
     from kb_ray.config import load_config
     from kb_ray.ingest import commit as commit_module
     from kb_ray.ingest.run import run_ingest
 
-    commits: list[tuple[int, float, float, float, int]] = []  # commit, started, seconds, rss, documents
+    # commit, started, seconds, rss, documents, rss anon, rss file, rss shmem
+    commits: list[tuple[int, float, float, float, int, float, float, float]] = []
     original = commit_module.MicroBatchCommitter.commit
 
     def timed_commit(self, batch, *, batch_no):
         started = time.perf_counter()
         outcome = original(self, batch, batch_no=batch_no)
-        commits.append((batch_no, started, time.perf_counter() - started, rss_mb(), outcome.summary.num_rows))
+        commits.append((batch_no, started, time.perf_counter() - started, rss_mb(), outcome.summary.num_rows,
+                        *rss_parts_mb()))
         return outcome
 
     commit_module.MicroBatchCommitter.commit = timed_commit
@@ -107,15 +121,20 @@ def summarize(result: dict) -> dict:
             "gap_first_s": sum(gaps[:tenth]) / len(gaps[:tenth]), "gap_last_s": sum(gaps[-tenth:]) / len(gaps[-tenth:]),
             "cycle_first_s": mean(commits[:cycle]), "cycle_last_s": mean(commits[-cycle:]),
             "rss_growth_mb": max(row[3] for row in commits) - commits[0][3] if commits else 0.0,
+            "anon_growth_mb": max(row[5] for row in commits) - commits[0][5] if commits and len(commits[0]) > 5 else None,
             "commit_ms_per_doc_first": per_doc(commits[:tenth]), "commit_ms_per_doc_last": per_doc(commits[-tenth:]),
             "micro_batches": result.get("micro_batches", len(commits)), "verify_ok": result.get("verify_ok")}
+
+
+def _mb(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def render(rows: list[tuple[str, dict]], args: argparse.Namespace) -> str:
     head = ("| code | files | docs/s (steady, between first and last commit) | full s | unchanged re-ingest s (% of full) | "
             "micro-batches / commits | commit s per commit first 10% → last 10% | commit s first 64 → last 64 commits | "
-            "gap between commits first → last | commit ms per document first 10% → last 10% | driver RSS growth MB | "
-            "verify --strict |")
+            "gap between commits first → last | commit ms per document first 10% → last 10% | driver RSS growth MB "
+            "(of it anonymous) | verify --strict |")
     lines = [f"\n## Run of {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC (micro_batch_docs={args.micro_batch}, "
              "tiny embedder, 2 shared CPU cores)\n", head, "|" + "---|" * 12]
     for label, s in rows:
@@ -124,7 +143,7 @@ def render(rows: list[tuple[str, dict]], args: argparse.Namespace) -> str:
                      f"{s['commit_last_s']:.3f} | {s['cycle_first_s']:.3f} → {s['cycle_last_s']:.3f} | "
                      f"{s['gap_first_s']:.3f} → {s['gap_last_s']:.3f} | "
                      f"{s['commit_ms_per_doc_first']:.1f} → {s['commit_ms_per_doc_last']:.1f} | "
-                     f"{s['rss_growth_mb']:.0f} | {s['verify_ok']} |")
+                     f"{s['rss_growth_mb']:.0f} ({_mb(s.get('anon_growth_mb'))}) | {s['verify_ok']} |")
     return "\n".join(lines) + "\n"
 
 

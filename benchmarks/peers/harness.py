@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -65,6 +65,7 @@ class Measured:
     max_process_rss_mib: float  # largest single process (wait4 rusage of the child and what it waited for)
     result: dict
     stderr_tail: str
+    peak_by_process: dict[str, float] = field(default_factory=dict)  # MiB per process name at the peak sample
 
 
 def _session_pids(sid: int, root: int) -> list[int]:
@@ -102,10 +103,29 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-def _sample_tree(pid: int, stop: threading.Event, peak: list[int]) -> None:
+def _process_name(pid: int) -> str:
+    """What the process is: Ray's title (``ray::MapWorker(...)``, ``raylet``…) or the program."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    first = argv[0].decode(errors="replace")
+    if first.startswith("ray::") or not first:
+        return first.split(" ")[0][:60] or "?"
+    program = Path(first).name
+    script = next((Path(a.decode(errors="replace")).name for a in argv[1:] if a.endswith(b".py")), "")
+    return f"{program} {script}".strip()[:60]
+
+
+def _sample_tree(pid: int, stop: threading.Event, peak: list[int], at_peak: dict[str, float]) -> None:
     while not stop.is_set():
-        total = sum(_pss_kib(p) for p in _session_pids(pid, pid))
-        peak[0] = max(peak[0], total)
+        sizes = {p: _pss_kib(p) for p in _session_pids(pid, pid)}
+        if sum(sizes.values()) > peak[0]:
+            peak[0] = sum(sizes.values())
+            at_peak.clear()
+            for p, kib in sizes.items():
+                name = _process_name(p)
+                at_peak[name] = at_peak.get(name, 0.0) + kib / 1024
         stop.wait(0.5)
 
 
@@ -114,8 +134,8 @@ def run_measured(args: list[str], *, env: dict[str, str] | None = None, timeout_
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env={**os.environ, **(env or {})},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    stop, peak = threading.Event(), [0]
-    sampler = threading.Thread(target=_sample_tree, args=(process.pid, stop, peak), daemon=True)
+    stop, peak, at_peak = threading.Event(), [0], {}
+    sampler = threading.Thread(target=_sample_tree, args=(process.pid, stop, peak, at_peak), daemon=True)
     sampler.start()
     out_lines: list[str] = []
     err_lines: list[str] = []
@@ -140,7 +160,7 @@ def run_measured(args: list[str], *, env: dict[str, str] | None = None, timeout_
     _reap_session(process.pid)
     result = next((json.loads(line[len(RESULT_PREFIX):]) for line in out_lines if line.startswith(RESULT_PREFIX)), {})
     return Measured(process.returncode, wall, peak[0] / 1024, usage.ru_maxrss / 1024, result,
-                    "".join(err_lines[-25:]))
+                    "".join(err_lines[-25:]), dict(sorted(at_peak.items(), key=lambda item: -item[1])))
 
 
 def _reap_session(sid: int) -> None:

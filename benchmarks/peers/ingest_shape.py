@@ -68,7 +68,7 @@ def measure_all(args: argparse.Namespace, corpus: Path) -> dict[str, dict]:
             print(measured.stderr_tail, file=sys.stderr)
             raise SystemExit(f"{name} failed (exit {measured.returncode})")
         rows[name] = {**measured.result, "process_s": measured.wall_s, "tree_pss": measured.peak_tree_pss_mib,
-                      "max_rss": measured.max_process_rss_mib}
+                      "max_rss": measured.max_process_rss_mib, "pss_by_process": measured.peak_by_process}
         print(f"  {name}: {rows[name]}", flush=True)
     return rows
 
@@ -84,7 +84,16 @@ def table(rows: dict[str, dict]) -> str:
         lines.append(f"| {LABELS[name]} | {r['pipeline_s']:.1f} | {r['process_s']:.1f} | {r['pages']} | "
                      f"{r['pages'] / r['pipeline_s']:.2f} | {r['chunks']} | {r['chunks'] / r['pipeline_s']:.2f} | "
                      f"{r['tree_pss']:.0f} | {r['max_rss']:.0f} | {r['torch_threads']} |")
-    return "\n".join(lines) + "\n\n" + targets(rows)
+    return "\n".join(lines) + "\n\n" + targets(rows) + "\n\n" + pss_breakdown(rows)
+
+
+def pss_breakdown(rows: dict[str, dict]) -> str:
+    """Where each contender's peak PSS sits: MiB per process (same names summed) at the peak sample."""
+    out = ["Peak PSS by process (MiB, at the peak sample; processes of one name summed):"]
+    for name, r in rows.items():
+        parts = ", ".join(f"{process} {mib:.0f}" for process, mib in r.get("pss_by_process", {}).items() if mib >= 5)
+        out.append(f"- {LABELS[name]}: {parts}")
+    return "\n".join(out)
 
 
 def targets(rows: dict[str, dict]) -> str:

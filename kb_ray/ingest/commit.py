@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 from kb_ray.catalog.datafiles import DataFile
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.key_set import TableKeys
-from kb_ray.catalog.maintenance import TARGET_FILE_BYTES, compact_small_files
+from kb_ray.catalog.compaction_process import CompactionProcess
+from kb_ray.catalog.maintenance import TARGET_FILE_BYTES
 from kb_ray.ingest.metadata import DocumentMetadata
 from kb_ray.ingest.record import BATCH_COUNT_COLUMNS, PASSED_ROW_TABLES
 from kb_ray.ingest.rows import first_of_each, from_ipc, to_ipc, to_table
@@ -63,6 +64,7 @@ class MicroBatchCommitter:
         self.fail_after_batches = fail_after_batches  # tests: simulate a crash between batches
         self.compact_every_batches = compact_every_batches  # 0: never during ingest
         self.compact_target_bytes = compact_target_bytes
+        self.compactor = CompactionProcess(catalog)  # a child process: the rewrite's memory is not the driver's
         self.residue = ResidueWatch(catalog, except_run=run_id)
         self.keys = TableKeys(catalog)  # which keys the tables hold: new rows are appended, not merged
         self._written: set[str] = set()  # tables this run committed to since the last compaction
@@ -90,9 +92,13 @@ class MicroBatchCommitter:
         counts = {key: int(batch.get(key) or 0) for key in BATCH_COUNT_COLUMNS}
         return BatchOutcome(summary=summary, counts=counts)
 
+    def close(self) -> None:
+        """Stop the compaction process, if a compaction started it."""
+        self.compactor.close()
+
     def _compact_now_and_then(self, batch_no: int) -> None:
         if self.compact_every_batches and (batch_no + 1) % self.compact_every_batches == 0 and self._written:
-            compact_small_files(self.catalog, sorted(self._written), target_size=self.compact_target_bytes)
+            self.compactor.compact(sorted(self._written), target_size=self.compact_target_bytes)
             self._written.clear()
 
     def _commit_embeddings(self, vectors: pa.Table, batch_no: int) -> None:

@@ -62,8 +62,11 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
                                         compact_every_batches=config.ingest.compact_every_batches,
                                         compact_target_bytes=config.ingest.compact_target_mb << 20,
                                         before_commit=lease.check)
-        _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
-                           on_progress=on_progress, verbose=verbose, uploads=uploads)
+        try:
+            _run_holding_lease(catalog, config, committer=committer, report=report, started=started,
+                               on_progress=on_progress, verbose=verbose, uploads=uploads)
+        finally:
+            committer.close()
         switch = _embed_for_switch(catalog, config, report) if _switching_model(config) else None
         if switch is None and config.index.auto_refresh:
             _refresh_index(config, report)

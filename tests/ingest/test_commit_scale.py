@@ -63,8 +63,9 @@ def batch_of(catalog: DeltaCatalog, batch_no: int, docs: int = 2, *, names: list
 def commit_batches(catalog: RecordingCatalog, n: int, *, compact_every: int, run_id: str = "run_a",
                    **options) -> MicroBatchCommitter:
     committer = MicroBatchCommitter(catalog, run_id=run_id, compact_every_batches=compact_every, **options)
-    for batch_no in range(n):
-        committer.commit(batch_of(catalog, batch_no), batch_no=batch_no)
+    with committer.compactor:
+        for batch_no in range(n):
+            committer.commit(batch_of(catalog, batch_no), batch_no=batch_no)
     return committer
 
 
