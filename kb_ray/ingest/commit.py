@@ -32,10 +32,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kb_ray.catalog.compaction_process import CompactionProcess
 from kb_ray.catalog.datafiles import DataFile
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.key_set import TableKeys
-from kb_ray.catalog.compaction_process import CompactionProcess
 from kb_ray.catalog.maintenance import TARGET_FILE_BYTES
 from kb_ray.ingest.metadata import DocumentMetadata
 from kb_ray.ingest.record import BATCH_COUNT_COLUMNS, PASSED_ROW_TABLES
