@@ -221,9 +221,9 @@ class IngestSettings(_Settings):
     compact_every_batches: int = Field(32, ge=0, description="compact the small files micro-batches add every "
                                        "N micro-batches, so lookups stay flat as the catalog grows (0: never)")
     compact_target_mb: int = Field(32, ge=1, description="target file size of that compaction: a file below it is "
-                                   "rewritten with the next small files, in the driver's memory, so a larger target "
-                                   "raises the driver's peak (benchmarks/compact_memory.py; kb-ray maintain "
-                                   "compacts to 128 MiB)")
+                                   "rewritten with the next small files, in memory (of a child process of the "
+                                   "driver), so a larger target raises that peak (benchmarks/compact_memory.py; "
+                                   "kb-ray maintain compacts to 128 MiB)")
     lease_wait_s: float = Field(3600.0, ge=0, description="how long an ingest waits for another writer of the "
                                 "same catalog (ingest, purge, maintain) to finish before failing")
     lease_ttl_s: float = Field(60.0, gt=0, description="a writer lease not renewed for this long is stale and "

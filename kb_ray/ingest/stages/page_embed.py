@@ -51,11 +51,9 @@ class PageEmbedStage(Stage):
             "page_embeddings_computed": len(missing), "page_embeddings_cached": len(cached)}
 
     def _cached(self, shas: list[str]) -> set[str]:
-        if not shas:
-            return set()
         """The shas whose vectors were stored when this actor's key set was loaded, or that it
         computed since (another actor's meanwhile are computed again; the driver keeps one)."""
-        return set(self._known().held(shas))
+        return set(self._known().held(shas)) if shas else set()
 
     def _known(self) -> KeySet:
         return self.keys.of("page_embeddings", ["image_sha"], where={"embedder_fp": self.embedder_fp})
