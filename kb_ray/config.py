@@ -267,6 +267,10 @@ class IndexSettings(_Settings):
     flat_max_vectors: int = 50_000
     hnsw_m: int = 32
     ivf_nlist: int | None = None  # None: about 4 * sqrt(vectors)
+    # passage vectors (kb_ray/index/passages.py): a chunk longer than this many characters is also
+    # embedded (at ingest) as windows of whole sentences up to it, and scores its best vector; 0: off.
+    # 512 beat chunk vectors alone on realdocs dev and test and golden (benchmarks/results/eval.md "Passage vectors")
+    passage_chars: int = Field(512, ge=0)
     # bm25: kb-ray's channel BM25 with generation-wide statistics (kb_ray/index/channels.py);
     # bm25s, tantivy: baselines over "heading path + text" with per-shard statistics
     lexical: Literal["bm25", "bm25s", "tantivy"] = "bm25"

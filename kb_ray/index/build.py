@@ -48,6 +48,7 @@ from kb_ray.index.graph import GRAPH_DIR, GRAPH_TABLES, build_graph_index, graph
 from kb_ray.index.lexical import lexical_index_class, library_version
 from kb_ray.index.manifest import (
     DENSE_FILE,
+    DENSE_OWNERS_FILE,
     HYDRATION_FILE,
     INDEX_FORMAT_VERSION,
     LEXICAL_DIR,
@@ -58,6 +59,7 @@ from kb_ray.index.manifest import (
     spec_fingerprint,
 )
 from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
+from kb_ray.index.passages import Passages, passage_vectors, passages_spec, shard_passages
 from kb_ray.index.rows import INDEXED_TABLES, open_session, read_index_rows, resolve_embedder_fp
 from kb_ray.index.tree import TREE_DIR, build_tree_index, tree_spec
 from kb_ray.index.tree_summaries import LlmSummaryWriter, SectionSummarizer, summary_enricher_fingerprint
@@ -84,6 +86,8 @@ def index_spec(settings: IndexSettings, answer: AnswerSettings | None = None) ->
         spec["lexical_text"] = {
             "channels": list(CHANNELS), "heading_in_body": settings.lexical_heading_in_body,
             "analyzer": _analyzer(settings).spec(), "statistics": "generation"}
+    if settings.passage_chars:
+        spec["passages"] = passages_spec(settings.passage_chars)
     if settings.tree:
         summary_fp = (summary_enricher_fingerprint(answer or AnswerSettings(), settings)
                       if settings.tree_summaries == "generator" else None)
@@ -192,13 +196,15 @@ def _build(config: KbConfig, catalog: DeltaCatalog, connection, *, spec: dict, v
     started = time.perf_counter()
     hydration, vector_column = read_index_rows(connection, embedder_fp)
     vectors = _vectors(vector_column)
+    passages, passages_missing = index_passages(connection, hydration, embedder_fp,
+                                                max_chars=config.index.passage_chars)
     contextual = _contextual(config, catalog, hydration, embedder_fp, text_embedder) if "contextual" in spec else None
     if contextual is not None and contextual.vectors is not None and hydration.num_rows:
         vectors = contextual.vectors
     lexical_contexts = contextual.contexts if contextual and config.index.contextual_in != "dense" else None
     staged = generations.staging_dir(config.kb_root, generation_id)
     try:
-        shards = _write_shards(staged, hydration, vectors, config.index, contexts=lexical_contexts)
+        shards = _write_shards(staged, hydration, vectors, config.index, contexts=lexical_contexts, passages=passages)
         pages = build_page_index(staged / PAGES_DIR, connection, page_fp) if page_fp else None
         tree_started = time.perf_counter()
         tree = _build_tree(staged, hydration, config, catalog, embedder_fp, text_embedder) if "tree" in spec else None
@@ -212,6 +218,7 @@ def _build(config: KbConfig, catalog: DeltaCatalog, connection, *, spec: dict, v
             embedder_fp=embedder_fp, dim=int(vectors.shape[1]), lexical_type=config.index.lexical,
             shards=shards, created_at=datetime.now(timezone.utc).isoformat(), pages=pages, tree=tree,
             graph=graph, stats={"rows": hydration.num_rows, "pages": pages["rows"] if pages else 0,
+                   **({"passages": len(passages[0]), "passages_missing_rows": passages_missing} if passages else {}),
                    "build_seconds": round(time.perf_counter() - started, 3),
                    **({"tree_nodes": tree["rows"], "tree_seconds": round(tree_seconds, 3)} if tree else {}),
                    **({"graph_concepts": graph["concepts"], "graph_edges": graph["edges"],
@@ -226,6 +233,16 @@ def _build(config: KbConfig, catalog: DeltaCatalog, connection, *, spec: dict, v
     logger.info("built index generation %s: %d chunks in %d shards (%.1fs)", generation_id,
                 hydration.num_rows, len(shards), time.perf_counter() - started)
     return manifest
+
+
+def index_passages(connection, hydration: pa.Table, embedder_fp: str, *,
+                   max_chars: int) -> tuple[Passages | None, int]:
+    """The passage vectors of ``hydration``'s rows (``index.passage_chars``; None when 0) and how
+    many rows lack theirs."""
+    if not max_chars or not hydration.num_rows:
+        return None, 0
+    owners, vectors, missing = passage_vectors(connection, hydration, embedder_fp, max_chars=max_chars)
+    return (owners, vectors), missing
 
 
 def _contextual(config: KbConfig, catalog: DeltaCatalog, hydration: pa.Table, embedder_fp: str,
@@ -270,8 +287,9 @@ def _vectors(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def _write_shards(staged: Path, hydration: pa.Table, vectors: np.ndarray, settings: IndexSettings, *,
-                  contexts: list[str] | None = None) -> list[ShardInfo]:
-    """``contexts`` (the contextual generation): per row, the text indexed before the chunk's."""
+                  contexts: list[str] | None = None, passages: Passages | None = None) -> list[ShardInfo]:
+    """``contexts`` (the contextual generation): per row, the text indexed before the chunk's;
+    ``passages``: ``(owners, vectors)``, more dense vectors of the rows ``owners`` name."""
     assignment = np.array([shard_of(cid, settings.shards) for cid in hydration.column("chunk_id").to_pylist()],
                           dtype=np.int64)
     lexical = _GenerationLexical(hydration, settings, contexts=contexts) if settings.lexical == "bm25" else None
@@ -280,7 +298,8 @@ def _write_shards(staged: Path, hydration: pa.Table, vectors: np.ndarray, settin
         rows = np.flatnonzero(assignment == shard)
         infos.append(_write_shard(staged / f"shard-{shard:03d}", shard, hydration.take(rows), vectors[rows], settings,
                                   lexical=lexical.for_rows(rows) if lexical else None,
-                                  contexts=[contexts[i] for i in rows] if contexts is not None else None))
+                                  contexts=[contexts[i] for i in rows] if contexts is not None else None,
+                                  passages=shard_passages(passages, rows)))
         logger.info("shard %d/%d: %d chunks", shard + 1, settings.shards, len(rows))
     return infos
 
@@ -303,12 +322,18 @@ class _GenerationLexical:
 
 
 def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, settings: IndexSettings, *,
-                 lexical: ChannelBm25Index | None = None, contexts: list[str] | None = None) -> ShardInfo:
+                 lexical: ChannelBm25Index | None = None, contexts: list[str] | None = None,
+                 passages: Passages | None = None) -> ShardInfo:
     folder.mkdir(parents=True)
     pq.write_table(rows, folder / HYDRATION_FILE, compression="zstd")
     if rows.num_rows == 0:
         return ShardInfo(shard=shard, rows=0, dir=folder.name, dense_type=None, dense=None, lexical=None)
-    dense_type = choose_dense_type(settings.dense, rows.num_rows, flat_max_vectors=settings.flat_max_vectors)
+    owners_file = None
+    if passages is not None and len(passages[0]):
+        owners_file = DENSE_OWNERS_FILE
+        np.save(folder / owners_file, np.concatenate([np.arange(rows.num_rows, dtype=np.int64), passages[0]]))
+        vectors = np.concatenate([vectors, passages[1]])
+    dense_type = choose_dense_type(settings.dense, len(vectors), flat_max_vectors=settings.flat_max_vectors)
     index = build_faiss_index(vectors, dense_type, hnsw_m=settings.hnsw_m, ivf_nlist=settings.ivf_nlist)
     faiss.write_index(index, str(folder / DENSE_FILE))
     if lexical is None:
@@ -317,7 +342,8 @@ def _write_shard(folder: Path, shard: int, rows: pa.Table, vectors: np.ndarray, 
                  else [lexical_text(h, t) for h, t in zip(rows.column("heading_path").to_pylist(), chunk_texts)])
         lexical = lexical_index_class(settings.lexical).build(texts)
     lexical.save(folder / LEXICAL_DIR)
-    return ShardInfo(shard=shard, rows=rows.num_rows, dir=folder.name, dense_type=dense_type)
+    return ShardInfo(shard=shard, rows=rows.num_rows, dir=folder.name, dense_type=dense_type,
+                     dense_owners=owners_file)
 
 
 def _record_generation(catalog: DeltaCatalog, config: KbConfig, manifest: GenerationManifest) -> None:

@@ -129,6 +129,41 @@ class FaissShard:
         return rows[:k], scores[:k]
 
 
+class MultiVectorShard:
+    """A dense shard whose rows own several vectors (a chunk and its passages,
+    kb_ray/index/passages.py): a row scores its best vector's cosine.
+
+    ``owners[v]`` is the row of vector ``v``. A search asks the vector index for more vectors
+    than rows wanted (a row's vectors may crowd the list) and doubles the depth until ``k``
+    distinct rows are found or every allowed vector was seen; the first hit of a row in the
+    best-first list is its best."""
+
+    def __init__(self, vectors: FaissShard, owners: np.ndarray) -> None:
+        self.vectors = vectors
+        self.owners = np.asarray(owners, np.int64)
+        self.rows = int(self.owners.max()) + 1 if len(self.owners) else 0
+        self.depth_factor = max(2, math.ceil(2 * len(self.owners) / max(self.rows, 1)))
+
+    @classmethod
+    def load(cls, path: str | Path, dense_type: str, owners_path: str | Path) -> MultiVectorShard:
+        return cls(FaissShard.load(path, dense_type), np.load(owners_path))
+
+    def search(self, query: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and best-vector scores of the top ``k`` allowed rows, best first (ties by row)."""
+        vector_mask = None if mask is None else mask[self.owners]
+        allowed = len(self.owners) if vector_mask is None else int(vector_mask.sum())
+        depth = min(allowed, k * self.depth_factor)
+        while True:
+            found, scores = self.vectors.search(query, depth, vector_mask)
+            owners = self.owners[found]
+            _, first = np.unique(owners, return_index=True)
+            if len(first) >= k or depth >= allowed:
+                break
+            depth = min(allowed, depth * 2)
+        rows, best = _ordered(owners[first], scores[first])
+        return rows[:k], best[:k]
+
+
 def _ordered(rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort((rows, -scores))  # score descending, then row ascending
     return rows[order].astype(np.int64), scores[order].astype(np.float32)

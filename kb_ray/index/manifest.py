@@ -17,6 +17,7 @@ INDEX_FORMAT_VERSION = 4  # 2: the bm25 channel index (kb_ray.index.channels); 3
 MANIFEST_NAME = "manifest.json"
 HYDRATION_FILE = "hydration.parquet"
 DENSE_FILE = "dense.faiss"
+DENSE_OWNERS_FILE = "dense_owners.npy"
 LEXICAL_DIR = "lexical"
 
 
@@ -31,6 +32,7 @@ class ShardInfo:
     hydration: str = HYDRATION_FILE
     dense: str | None = DENSE_FILE
     lexical: str | None = LEXICAL_DIR
+    dense_owners: str | None = None  # with passage vectors: the row of each dense vector (kb_ray/index/passages.py)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ HYDRATION_SCHEMA = pa.schema([
     ("chunker_fp", pa.string()), ("pipeline_fp", pa.string()),
 ])
 
-_ACTIVE_CHUNKS = """
+ACTIVE_CHUNKS = """
     SELECT c.chunk_id, d.document_id, vc.version_id, coalesce(d.title, v.title) AS title, d.uri,
            d.collection, d.tags, coalesce(d.mime, v.mime) AS mime, d.created_at, d.metadata_json,
            c.text, c.heading_path, vc.spans, vc.pages, vc.regions, vc.ordinal, c.kind AS chunk_kind,
@@ -70,7 +70,7 @@ def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str 
     """The embedder whose vectors cover the active chunks (or check the one asked for). When
     several embedders have vectors (a model switch), ``configured()`` names the one to use."""
     rows = connection.execute(f"""
-        SELECT e.embedder_fp, count(*) AS n FROM ({_ACTIVE_CHUNKS}) a
+        SELECT e.embedder_fp, count(*) AS n FROM ({ACTIVE_CHUNKS}) a
         JOIN embeddings e ON e.embed_text_sha = a.embed_text_sha
         GROUP BY e.embedder_fp ORDER BY e.embedder_fp""").fetchall()
     present = {fp: n for fp, n in rows}
@@ -93,10 +93,10 @@ def texts_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp: st
     distinct texts the active chunks have in all."""
     missing = connection.sql(f"""
         SELECT a.embed_text_sha, any_value(a.text) AS text, any_value(a.heading_path) AS heading_path
-        FROM ({_ACTIVE_CHUNKS}) a
+        FROM ({ACTIVE_CHUNKS}) a
         WHERE a.embed_text_sha NOT IN (SELECT embed_text_sha FROM embeddings WHERE embedder_fp = ?)
         GROUP BY a.embed_text_sha ORDER BY a.embed_text_sha""", params=[embedder_fp]).to_arrow_table()
-    total = connection.execute(f"SELECT count(DISTINCT embed_text_sha) FROM ({_ACTIVE_CHUNKS})").fetchone()[0]
+    total = connection.execute(f"SELECT count(DISTINCT embed_text_sha) FROM ({ACTIVE_CHUNKS})").fetchone()[0]
     return missing, int(total)
 
 
@@ -108,7 +108,7 @@ values differ from an index's rows needs its rows written again (kb_ray/index/re
 
 def active_document_states(connection: duckdb.DuckDBPyConnection) -> pa.Table:
     """One row of :data:`DOCUMENT_STATE` per document with indexed chunks."""
-    table = connection.sql(f"SELECT DISTINCT {', '.join(DOCUMENT_STATE)} FROM ({_ACTIVE_CHUNKS}) a").to_arrow_table()
+    table = connection.sql(f"SELECT DISTINCT {', '.join(DOCUMENT_STATE)} FROM ({ACTIVE_CHUNKS}) a").to_arrow_table()
     return table.cast(pa.schema([HYDRATION_SCHEMA.field(name) for name in DOCUMENT_STATE]))
 
 
@@ -126,7 +126,7 @@ def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str, *,
         connection.register("only_documents", pa.table({"document_id": pa.array(documents, pa.string())}))
         where = "WHERE a.document_id IN (SELECT document_id FROM only_documents)"
     result = connection.sql(f"""
-        SELECT a.* EXCLUDE (embed_text_sha), e.vector FROM ({_ACTIVE_CHUNKS}) a
+        SELECT a.* EXCLUDE (embed_text_sha), e.vector FROM ({ACTIVE_CHUNKS}) a
         LEFT JOIN (SELECT * FROM embeddings WHERE embedder_fp = ?) e
                ON e.embed_text_sha = a.embed_text_sha
         {where}

@@ -117,7 +117,8 @@ def ingest_steps(config: KbConfig, *, run_id: str, pipeline_fp: str) -> list[Ste
 
         for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
             steps.append(Step([(stage, {**storage, "pages": config.pages})], resources))
-    last: list[StageSpec] = [(EmbedWriteStage, {**storage, "embedding": config.embedding, "run_id": run_id})]
+    last: list[StageSpec] = [(EmbedWriteStage, {**storage, "embedding": config.embedding, "run_id": run_id,
+                                                "passage_chars": config.index.passage_chars})]
     if extracts_concepts(config):  # cheap and model-free: in the embedding pool, on the micro-batch
         from kb_ray.ingest.stages.concepts import ConceptStage
 

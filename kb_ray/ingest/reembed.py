@@ -24,6 +24,7 @@ from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import EmbeddingSettings, KbConfig
 from kb_ray.errors import KbRayError
+from kb_ray.index.passages import passages_missing_vectors
 from kb_ray.index.rows import INDEXED_TABLES, open_session, texts_missing_vectors
 from kb_ray.ingest.rows import to_table
 
@@ -44,6 +45,7 @@ class ReembedReport:
     texts: int = 0  # distinct embedded texts of the active chunks
     cached: int = 0  # of those, already embedded under this fingerprint before the run
     embedded: int = 0  # embedded by this run
+    passages: int = 0  # of those, passage texts (index.passage_chars, kb_ray/index/passages.py)
     batches: int = 0
     seconds: float = 0.0  # listing, embedding and committing (model loading not included)
     load_seconds: float = 0.0
@@ -56,7 +58,8 @@ class ReembedReport:
     def render(self) -> str:
         rate = self.embedded / self.seconds if self.seconds else 0.0
         lines = [f"reembed {self.model_id} ({self.embedder_fp}): {self.embedded} texts embedded in "
-                 f"{self.batches} batches ({rate:.1f} texts/s), {self.cached} already there, "
+                 f"{self.batches} batches ({rate:.1f} texts/s; {self.passages} of them passages), "
+                 f"{self.cached} already there, "
                  f"{self.texts} in all, {self.seconds:.1f}s (+{self.load_seconds:.1f}s loading the model)"]
         if self.generation:
             lines.append(f"built {self.generation} for it beside the live {self.live_generation or '(none)'}; "
@@ -65,8 +68,10 @@ class ReembedReport:
 
 
 def embed_missing(catalog: DeltaCatalog, *, embedding: EmbeddingSettings, batch_texts: int = 512,
-                  on_progress: Callable[[ReembedProgress], None] | None = None) -> ReembedReport:
-    """Embed every active chunk's text that has no vector from ``embedding``'s embedder."""
+                  on_progress: Callable[[ReembedProgress], None] | None = None,
+                  passage_chars: int = 0) -> ReembedReport:
+    """Embed every active chunk's text, and its passages' (``passage_chars``, see
+    kb_ray/index/passages.py), that has no vector from ``embedding``'s embedder."""
     from kb_ray.embedding.text import TextEmbedder
 
     loading = time.perf_counter()
@@ -77,21 +82,30 @@ def embed_missing(catalog: DeltaCatalog, *, embedding: EmbeddingSettings, batch_
     connection = open_session(catalog, {name: catalog.table_versions()[name] for name in INDEXED_TABLES})
     try:
         missing, report.texts = texts_missing_vectors(connection, embedder.fingerprint)
+        passages = passages_missing_vectors(connection, embedder.fingerprint, max_chars=passage_chars)
     finally:
         connection.close()
     report.cached = report.texts - missing.num_rows
-    logger.info("reembed %s: %d of %d texts to embed", embedder.fingerprint, missing.num_rows, report.texts)
-    for offset in range(0, missing.num_rows, batch_texts):
-        _embed_batch(catalog, embedder, missing.slice(offset, batch_texts))
-        report.embedded += min(batch_texts, missing.num_rows - offset)
+    todo = missing.num_rows + len(passages)
+    logger.info("reembed %s: %d of %d chunk texts and %d passages to embed", embedder.fingerprint,
+                missing.num_rows, report.texts, len(passages))
+    batches = [_checked_texts(embedder, missing.slice(offset, batch_texts))
+               for offset in range(0, missing.num_rows, batch_texts)]
+    items = list(passages.items())
+    batches += [dict(items[offset:offset + batch_texts]) for offset in range(0, len(items), batch_texts)]
+    for batch in batches:
+        _embed_batch(catalog, embedder, batch)
+        report.embedded += len(batch)
         report.batches += 1
         if on_progress is not None:
-            on_progress(ReembedProgress(report.embedded, missing.num_rows, time.perf_counter() - started))
+            on_progress(ReembedProgress(report.embedded, todo, time.perf_counter() - started))
+    report.passages, report.texts = len(passages), report.texts + len(passages)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _embed_batch(catalog: DeltaCatalog, embedder, batch: pa.Table) -> None:
+def _checked_texts(embedder, batch: pa.Table) -> dict[str, str]:
+    """``sha -> embedded text`` of chunk rows; each text must hash to the sha the chunk has."""
     shas = batch.column("embed_text_sha").to_pylist()
     texts = [embedder.format_embed_text(text=text, heading_path=path or [])
              for text, path in zip(batch.column("text").to_pylist(), batch.column("heading_path").to_pylist())]
@@ -99,6 +113,11 @@ def _embed_batch(catalog: DeltaCatalog, embedder, batch: pa.Table) -> None:
         if ids.sha256_text(text) != sha:  # the chunk was embedded from another text than this embedder makes
             raise KbRayError(f"chunk text {sha} does not give the same embedded text under {embedder.model_id}: "
                              "its text template differs from the one the catalog's chunks were made with")
+    return dict(zip(shas, texts))
+
+
+def _embed_batch(catalog: DeltaCatalog, embedder, batch: dict[str, str]) -> None:
+    shas, texts = list(batch), list(batch.values())
     vectors = embedder.embed_texts(texts)
     rows = to_table("embeddings", [{"embedder_fp": embedder.fingerprint, "embed_text_sha": sha, "dim": embedder.dim,
                                     "vector": vector.tolist()} for sha, vector in zip(shas, vectors)])
@@ -113,7 +132,8 @@ def reembed(config: KbConfig, *, embedding: EmbeddingSettings, batch_texts: int 
 
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
     with writer_lease(catalog, config, holder="reembed"):
-        report = embed_missing(catalog, embedding=embedding, batch_texts=batch_texts, on_progress=on_progress)
+        report = embed_missing(catalog, embedding=embedding, batch_texts=batch_texts, on_progress=on_progress,
+                               passage_chars=config.index.passage_chars)
     if build:
         build_beside_live(config.model_copy(update={"embedding": embedding}), report)
     else:

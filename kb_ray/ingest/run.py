@@ -97,7 +97,7 @@ def _embed_for_switch(catalog: DeltaCatalog, config: KbConfig, report: IngestRep
     from kb_ray.index.refresh import RefreshResult
     from kb_ray.ingest.reembed import embed_missing
 
-    switch = embed_missing(catalog, embedding=config.embedding)
+    switch = embed_missing(catalog, embedding=config.embedding, passage_chars=config.index.passage_chars)
     live = read_current(config.kb_root, storage_options=config.storage_options)
     report.index_refresh = RefreshResult("none", live, detail="model switch: the live generation was built by "
                                          "another embedder").to_dict()

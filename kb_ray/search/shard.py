@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kb_ray.index.channels import tie_keys
-from kb_ray.index.dense import FaissShard
+from kb_ray.index.dense import FaissShard, MultiVectorShard
 from kb_ray.index.lexical import lexical_index_class
 from kb_ray.index.manifest import ShardInfo
 from kb_ray.search.filters import SearchFilter, metadata_column
@@ -28,8 +28,8 @@ Rows = tuple[np.ndarray, np.ndarray]
 class SearchShard:
     """Searches one shard; every search takes a row mask applied before top-k."""
 
-    def __init__(self, info: ShardInfo, hydration: pa.Table, dense: FaissShard | None, lexical: Any, *,
-                 visible: np.ndarray | None = None) -> None:
+    def __init__(self, info: ShardInfo, hydration: pa.Table, dense: FaissShard | MultiVectorShard | None,
+                 lexical: Any, *, visible: np.ndarray | None = None) -> None:
         self.info = info
         self.hydration = hydration
         self.dense_index = dense
@@ -54,7 +54,8 @@ class SearchShard:
         hydration = pq.read_table(folder / info.hydration)
         if info.rows == 0:
             return cls(info, hydration, None, None)
-        dense = FaissShard.load(folder / info.dense, info.dense_type)
+        dense = (MultiVectorShard.load(folder / info.dense, info.dense_type, folder / info.dense_owners)
+                 if info.dense_owners else FaissShard.load(folder / info.dense, info.dense_type))
         lexical = lexical_index_class(lexical_type).load(folder / info.lexical)
         return cls(info, hydration, dense, lexical)
 

@@ -22,6 +22,7 @@ from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.key_set import RunKeys, TableKeys
 from kb_ray.config import EmbeddingSettings
+from kb_ray.index.passages import passage_texts
 from kb_ray.ingest.record import (
     BATCH_RECORD,
     DOCUMENT_RECORD,
@@ -38,12 +39,13 @@ class EmbedWriteStage(Stage):
     name = "embed_write"
 
     def __init__(self, *, kb_root: str, storage_options: dict[str, str], embedding: EmbeddingSettings,
-                 run_id: str = "") -> None:
+                 run_id: str = "", passage_chars: int = 0) -> None:
         from kb_ray.embedding.text import TextEmbedder
 
         self.catalog = DeltaCatalog.open(kb_root, storage_options=storage_options, create=False)
         self.embedder = TextEmbedder.from_settings(embedding)
         self.embedder_fp = self.embedder.fingerprint
+        self.passage_chars = passage_chars  # index.passage_chars: also embed each chunk's passages
         self.run_id = run_id  # set anew when an inline ingest reuses this stage (kb_ray/ingest/inline.py)
         self._run_keys = RunKeys(self.catalog)
         self._usage_seen: dict[str, int] = {}
@@ -53,7 +55,8 @@ class EmbedWriteStage(Stage):
         batch = conform_record(batch, DOCUMENT_RECORD)
         tables = {name: concat_ipc(batch.column(f"{name}_ipc").to_pylist(), name) for name in VERSION_TABLES}
         chunks = self._with_embed_shas(tables["chunks"])
-        vectors, counts = self._embed_missing(chunks)
+        passages = self._passage_texts(chunks)
+        vectors, counts = self._embed_missing(chunks, passages)
         new_chunks = self._drop_known_chunks(chunks)
         counts.update(chunks_new=new_chunks.num_rows, chunks_reused=chunks.num_rows - new_chunks.num_rows)
         usage = self._usage_since_last_call()
@@ -66,7 +69,7 @@ class EmbedWriteStage(Stage):
             "embeddings_ipc": to_ipc(vectors), **{f"{name}_ipc": to_ipc(rows) for name, rows in passed.items()},
             "summary_ipc": to_ipc(conform_record(batch, SUMMARY_RECORD)), **counts,
         }], schema=BATCH_RECORD)
-        return out, {**counts, **usage}
+        return out, {**counts, **usage, "passage_texts": len(passages)}
 
     def _usage_since_last_call(self) -> dict[str, int]:
         """A remote embedder's requests, retries and prompt tokens in this call (stage counts
@@ -91,11 +94,21 @@ class EmbedWriteStage(Stage):
         """The catalog's key sets, loaded at their first use in a run: lookups never scan a table."""
         return self._run_keys.of_run(self.run_id)
 
-    def _embed_missing(self, chunks: pa.Table) -> tuple[pa.Table, dict[str, int]]:
-        """Embed the texts the ``embeddings`` cache lacks. The key set is this actor's view:
-        the vectors that existed when it was loaded and the ones this actor computed since. A
-        text another actor embedded meanwhile is embedded again; the driver keeps one."""
-        wanted = dict(zip(chunks.column("embed_text_sha").to_pylist(), chunks.column("embed_text").to_pylist()))
+    def _passage_texts(self, chunks: pa.Table) -> dict[str, str]:
+        """``sha -> embedded text`` of the chunks' passages (kb_ray/index/passages.py), which the
+        index scores beside the chunk vectors; none when ``passage_chars`` is 0."""
+        if not self.passage_chars:
+            return {}
+        texts = [text for chunk, path in zip(chunks.column("text").to_pylist(), chunks.column("heading_path").to_pylist())
+                 for text in passage_texts(chunk or "", path, max_chars=self.passage_chars)]
+        return {ids.sha256_text(text): text for text in texts}
+
+    def _embed_missing(self, chunks: pa.Table, passages: dict[str, str]) -> tuple[pa.Table, dict[str, int]]:
+        """Embed the texts (chunks' and ``passages``) the ``embeddings`` cache lacks. The key set
+        is this actor's view: the vectors that existed when it was loaded and the ones this actor
+        computed since. A text another actor embedded meanwhile is embedded again; the driver keeps one."""
+        wanted = {**passages, **dict(zip(chunks.column("embed_text_sha").to_pylist(),
+                                         chunks.column("embed_text").to_pylist()))}
         known = self.keys.of("embeddings", ["embed_text_sha"], where={"embedder_fp": self.embedder_fp})
         cached = set(known.held(list(wanted)))
         missing = [sha for sha in wanted if sha not in cached]
