@@ -43,10 +43,11 @@ class PurgeReport:
 
 
 def purge(catalog: DeltaCatalog, *, superseded: bool = False, drop_embedder: str | None = None,
-          live_embedder: str | None = None) -> PurgeReport:
+          live_embedder: str | None = None, passage_chars: int | None = None) -> PurgeReport:
     """Delete tombstoned documents and unreferenced rows; with ``drop_embedder``, also every
     vector of that embedder fingerprint (an old model after a switch) — never the one the live
-    generation (``live_embedder``) was built with."""
+    generation (``live_embedder``) was built with. The passage vectors of the remaining chunks
+    (``passage_chars``: ``index.passage_chars``, None: the default) are kept."""
     if drop_embedder is not None and drop_embedder == live_embedder:
         raise CatalogError(f"embedder {drop_embedder} built the live index generation: switch to another "
                            "generation (kb-ray index switch) before dropping its vectors")
@@ -65,7 +66,8 @@ def purge(catalog: DeltaCatalog, *, superseded: bool = False, drop_embedder: str
         report.deleted_rows["sources"] = _delete_in(catalog, "sources", "document_id", document_ids)
         report.deleted_rows["documents"] = _delete_in(catalog, "documents", "document_id", document_ids)
     unused = _ids(catalog, """SELECT embed_text_sha FROM embeddings e WHERE NOT EXISTS
-        (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)""")
+        (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)
+        AND e.embed_text_sha NOT IN (SELECT embed_text_sha FROM passage_refs)""", passage_chars=passage_chars)
     report.deleted_rows["embeddings"] = _delete_in(catalog, "embeddings", "embed_text_sha", unused)
     unused_pages = _ids(catalog, """SELECT DISTINCT image_sha FROM page_embeddings pe WHERE NOT EXISTS
         (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""")
@@ -100,9 +102,14 @@ def _doomed(catalog: DeltaCatalog, *, superseded: bool) -> tuple[list[str], list
         connection.close()
 
 
-def _ids(catalog: DeltaCatalog, sql: str) -> list[str]:
+def _ids(catalog: DeltaCatalog, sql: str, *, passage_chars: int | None = None) -> list[str]:
+    """``sql``'s first column; the session also has ``passage_refs`` (kb_ray/index/passages.py)."""
+    from kb_ray.index.passages import register_passage_refs
+
     connection = open_sql_session(catalog)
     try:
+        if "passage_refs" in sql:
+            register_passage_refs(connection, max_chars=passage_chars)
         return [row[0] for row in connection.execute(sql).fetchall()]
     finally:
         connection.close()

@@ -15,7 +15,8 @@ Integrity violations (any one makes verify fail):
 * a key that occurs twice in any table.
 
 Residue (reported, and a failure only with ``strict``): rows nothing live points at —
-versions of deleted documents, chunks of missing documents, unreferenced (page) embeddings.
+versions of deleted documents, chunks of missing documents, unreferenced (page) embeddings
+(a chunk's passage vectors, ``index.passage_chars``, count as referenced).
 After ``purge`` these are all zero.
 """
 
@@ -72,7 +73,8 @@ RESIDUE_CHECKS: dict[str, str] = {
     "elements_of_missing_versions": """
         SELECT count(*) FROM elements e WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.version_id = e.version_id)""",
     "unreferenced_embeddings": """
-        SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)""",
+        SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)
+        AND e.embed_text_sha NOT IN (SELECT embed_text_sha FROM passage_refs)""",
     "unreferenced_page_embeddings": """
         SELECT count(*) FROM page_embeddings pe WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""",
     "unreferenced_enrichments": f"""
@@ -103,9 +105,14 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def verify_catalog(catalog: DeltaCatalog) -> VerifyReport:
+def verify_catalog(catalog: DeltaCatalog, *, passage_chars: int | None = None) -> VerifyReport:
+    """``passage_chars``: the ``index.passage_chars`` whose passage vectors are referenced by
+    their chunks (kb_ray/index/passages.py; None: the default)."""
+    from kb_ray.index.passages import register_passage_refs
+
     connection = open_sql_session(catalog)
     try:
+        register_passage_refs(connection, max_chars=passage_chars)
         report = VerifyReport()
         for name, sql in INTEGRITY_CHECKS.items():
             report.violations[name] = _count(connection, sql)

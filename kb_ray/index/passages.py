@@ -80,8 +80,8 @@ def passage_vectors(connection: duckdb.DuckDBPyConnection, hydration: pa.Table, 
     keep = held & ~np.isin(owners_array, incomplete)
     if len(incomplete):
         logger.warning("%d chunks lack passage vectors (ingested before index.passage_chars=%d or with another "
-                       "value): they are scored by their chunk vector alone until re-ingested or `kb-ray reembed`",
-                       len(incomplete), max_chars)
+                       "value): they are scored by their chunk vector alone until `kb-ray reembed --embedder '{}'` "
+                       "embeds them", len(incomplete), max_chars)
     vectors = np.stack([found[sha] for sha, k in zip(shas, keep) if k]) if keep.any() else np.zeros((0, 0), np.float32)
     return owners_array[keep], vectors.astype(np.float32), int(len(incomplete))
 
@@ -98,6 +98,23 @@ def passages_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp:
               for t in passage_texts(text or "", path, max_chars=max_chars)}
     held = _vectors_by_sha(connection, sorted(wanted), embedder_fp) if wanted else {}
     return {sha: text for sha, text in sorted(wanted.items()) if sha not in held}
+
+
+def register_passage_refs(connection: duckdb.DuckDBPyConnection, *, max_chars: int | None = None) -> int:
+    """Register ``passage_refs(embed_text_sha)``: the passage texts of every row of the session's
+    ``chunks`` table, so that ``kb-ray purge`` keeps their vectors and ``kb-ray verify`` does not
+    count them as unreferenced (their shas are derived from the chunk texts, not stored);
+    ``max_chars`` None: the default ``index.passage_chars``. Returns how many there are."""
+    if max_chars is None:
+        from kb_ray.config import IndexSettings
+
+        max_chars = IndexSettings().passage_chars
+    rows = connection.sql("SELECT DISTINCT text, heading_path FROM chunks").to_arrow_table() if max_chars else None
+    shas = sorted({ids.sha256_text(t) for text, path in zip(rows.column("text").to_pylist(),
+                                                            rows.column("heading_path").to_pylist())
+                   for t in passage_texts(text or "", path, max_chars=max_chars)}) if rows is not None else []
+    connection.register("passage_refs", pa.table({"embed_text_sha": pa.array(shas, pa.string())}))
+    return len(shas)
 
 
 def _vectors_by_sha(connection: duckdb.DuckDBPyConnection, shas: list[str], embedder_fp: str) -> dict[str, np.ndarray]:

@@ -133,3 +133,16 @@ def test_rows_without_their_passage_vectors_keep_the_chunk_vector_until_reembed_
     assert rebuilt.stats["passages_missing_rows"] == 0 and rebuilt.stats["passages"] >= report.passages
     assert embed_missing(DeltaCatalog.open(root, create=False), embedding=config.embedding,
                          passage_chars=300).embedded == 0
+
+
+def test_purge_keeps_the_passage_vectors_of_live_chunks_and_verify_counts_them_referenced(golden_kb, tmp_path):
+    from kb_ray.catalog.purge import purge
+    from kb_ray.catalog.verify import verify_catalog
+
+    root = copy_kb(golden_kb, tmp_path / "kb")
+    catalog = DeltaCatalog.open(root, create=False)
+    assert verify_catalog(catalog).ok(strict=True)
+    assert verify_catalog(catalog, passage_chars=0).residue["unreferenced_embeddings"] > 0  # the check can fail
+    assert purge(catalog).deleted_rows["embeddings"] == 0
+    manifest = build_index(golden_config(root))
+    assert manifest.stats["passages"] > 0 and manifest.stats["passages_missing_rows"] == 0
