@@ -96,7 +96,7 @@ def texts_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp: st
         FROM ({ACTIVE_CHUNKS}) a
         WHERE a.embed_text_sha NOT IN (SELECT embed_text_sha FROM embeddings WHERE embedder_fp = ?)
         GROUP BY a.embed_text_sha ORDER BY a.embed_text_sha""", params=[embedder_fp]).to_arrow_table()
-    total = connection.execute(f"SELECT count(DISTINCT embed_text_sha) FROM ({ACTIVE_CHUNKS})").fetchone()[0]
+    total = connection.execute(f"SELECT count(DISTINCT embed_text_sha) FROM ({ACTIVE_CHUNKS})").fetchall()[0][0]
     return missing, int(total)
 
 

@@ -73,7 +73,7 @@ def test_a_rerun_takes_known_versions_from_the_catalog_and_reuses_everything(tmp
     assert summary["latin1.txt"]["reason"] == "invalid_encoding" and not summary["latin1.txt"]["parsed"]
     assert "parsed before, and failed: invalid_encoding:" in summary["latin1.txt"]["detail"]
     assert stats["embed_write"].counts == {"embeddings_computed": 0, "embeddings_cached": 0, "chunks_new": 0,
-                                           "chunks_reused": 0}  # nothing re-parsed, so nothing to embed
+                                           "chunks_reused": 0, "passage_texts": 0}  # nothing re-parsed, nothing to embed
 
 
 def test_report_counts_from_summaries_and_stage_statistics(tmp_path):
