@@ -3,6 +3,8 @@
 A generation's base shards and its delta segments up to a number (docs/indexes.md) are read
 as a searcher loads them: each shard's hydration Parquet plus its FAISS vectors (row ``i`` of
 the hydration file is FAISS id ``i``; the vectors come back as FAISS holds them, normalized).
+A generation with passage vectors publishes each chunk's own vector: the passages are not
+published, so a published table's dense channel is the chunk vectors alone.
 Rows of documents that a newer segment rewrote are dropped (``visible_masks``) and so are
 rows whose version is no longer its document's active version in the catalog at read time
 (the hydration gate, kb_ray/search/gate.py): base minus tombstones plus segments.
@@ -88,7 +90,10 @@ def _read_shard(folder: Path, info: ShardInfo) -> tuple[pa.Table, np.ndarray]:
     if info.rows == 0 or info.dense is None:
         return rows, np.zeros((rows.num_rows, 0), np.float32)
     index = faiss.read_index(str(folder / info.dense))
-    if index.ntotal != rows.num_rows:
+    # with passage vectors (info.dense_owners, kb_ray/index/passages.py) ids 0..rows-1 are still the
+    # chunks' own vectors and the passages follow; one row per chunk publishes the chunk vector
+    expected = rows.num_rows if info.dense_owners is None else len(np.load(folder / info.dense_owners))
+    if index.ntotal != expected:
         raise ValueError(f"{folder}: {index.ntotal} vectors for {rows.num_rows} hydration rows")
     ids = np.arange(rows.num_rows, dtype=np.int64)
     return rows, np.asarray(index.reconstruct_batch(ids), dtype=np.float32)
