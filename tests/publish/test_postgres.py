@@ -173,8 +173,12 @@ def published(golden_kb, tmp_path_factory, new_database, text_embedder):
 
     root = copy_kb(golden_kb, tmp_path_factory.mktemp("published") / "kb")
     _edit_documents(root, _label)
-    # evidence passages do not change the fused order (search.confidence_rerank is 0): skip their cost
-    config = golden_config(root, "index.shards=1", "index.filterable_metadata=[team]", "search.evidence=none")
+    # evidence passages do not change the fused order (search.confidence_rerank is 0): skip their cost.
+    # A published table holds each chunk's own vector, not its passage vectors (kb_ray/publish/served.py), so
+    # the parity below compares it with kb-ray over the same vectors: index.passage_chars=0. Publishing a
+    # generation with passage vectors is covered by the tests above (default config).
+    config = golden_config(root, "index.shards=1", "index.filterable_metadata=[team]", "search.evidence=none",
+                           "index.passage_chars=0")
     build_index(config)
     dsn = new_database()
     PostgresPublisher(config, dsn).publish()
