@@ -65,9 +65,7 @@ def purge(catalog: DeltaCatalog, *, superseded: bool = False, drop_embedder: str
     if document_ids:
         report.deleted_rows["sources"] = _delete_in(catalog, "sources", "document_id", document_ids)
         report.deleted_rows["documents"] = _delete_in(catalog, "documents", "document_id", document_ids)
-    unused = _ids(catalog, """SELECT embed_text_sha FROM embeddings e WHERE NOT EXISTS
-        (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)
-        AND e.embed_text_sha NOT IN (SELECT embed_text_sha FROM passage_refs)""", passage_chars=passage_chars)
+    unused = _unused_embeddings(catalog, passage_chars=passage_chars)
     report.deleted_rows["embeddings"] = _delete_in(catalog, "embeddings", "embed_text_sha", unused)
     unused_pages = _ids(catalog, """SELECT DISTINCT image_sha FROM page_embeddings pe WHERE NOT EXISTS
         (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""")
@@ -102,15 +100,26 @@ def _doomed(catalog: DeltaCatalog, *, superseded: bool) -> tuple[list[str], list
         connection.close()
 
 
-def _ids(catalog: DeltaCatalog, sql: str, *, passage_chars: int | None = None) -> list[str]:
-    """``sql``'s first column; the session also has ``passage_refs`` (kb_ray/index/passages.py)."""
+def _ids(catalog: DeltaCatalog, sql: str) -> list[str]:
+    """``sql``'s first column."""
+    connection = open_sql_session(catalog)
+    try:
+        return [row[0] for row in connection.execute(sql).fetchall()]
+    finally:
+        connection.close()
+
+
+def _unused_embeddings(catalog: DeltaCatalog, *, passage_chars: int | None) -> list[str]:
+    """The vectors no chunk embeds, neither as its text nor as one of its passages
+    (``passage_refs``, kb_ray/index/passages.py)."""
     from kb_ray.index.passages import register_passage_refs
 
     connection = open_sql_session(catalog)
     try:
-        if "passage_refs" in sql:
-            register_passage_refs(connection, max_chars=passage_chars)
-        return [row[0] for row in connection.execute(sql).fetchall()]
+        register_passage_refs(connection, max_chars=passage_chars)
+        return [row[0] for row in connection.execute("""SELECT embed_text_sha FROM embeddings e WHERE NOT EXISTS
+            (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)
+            AND e.embed_text_sha NOT IN (SELECT embed_text_sha FROM passage_refs)""").fetchall()]
     finally:
         connection.close()
 

@@ -59,6 +59,16 @@ def passage_texts(text: str, heading_path: Sequence[str] | None, *, max_chars: i
             for a, b in passage_spans(text or "", max_chars=max_chars)]
 
 
+def passage_texts_by_sha(texts: Sequence[str | None], heading_paths: Sequence[Sequence[str] | None], *,
+                         max_chars: int) -> dict[str, str]:
+    """``sha -> embedded text`` of the passages of every chunk (``texts[i]`` under
+    ``heading_paths[i]``): the keys the ``embeddings`` cache holds them under."""
+    if not max_chars:
+        return {}
+    return {ids.sha256_text(passage): passage for text, path in zip(texts, heading_paths, strict=True)
+            for passage in passage_texts(text or "", path, max_chars=max_chars)}
+
+
 def passage_vectors(connection: duckdb.DuckDBPyConnection, hydration: pa.Table, embedder_fp: str, *,
                     max_chars: int) -> tuple[np.ndarray, np.ndarray, int]:
     """``(owners, vectors, rows_missing)``: the passage vectors of ``hydration``'s rows from
@@ -92,10 +102,8 @@ def passages_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp:
     ``embedder_fp`` (``kb-ray reembed`` embeds them)."""
     if not max_chars:
         return {}
-    rows = connection.sql(f"SELECT DISTINCT a.text, a.heading_path FROM ({ACTIVE_CHUNKS}) a").to_arrow_table()
-    wanted = {ids.sha256_text(t): t for text, path in zip(rows.column("text").to_pylist(),
-                                                          rows.column("heading_path").to_pylist())
-              for t in passage_texts(text or "", path, max_chars=max_chars)}
+    wanted = _passages_of(connection, f"SELECT DISTINCT a.text, a.heading_path FROM ({ACTIVE_CHUNKS}) a",
+                          max_chars=max_chars)
     held = _vectors_by_sha(connection, sorted(wanted), embedder_fp) if wanted else {}
     return {sha: text for sha, text in sorted(wanted.items()) if sha not in held}
 
@@ -109,12 +117,18 @@ def register_passage_refs(connection: duckdb.DuckDBPyConnection, *, max_chars: i
         from kb_ray.config import IndexSettings
 
         max_chars = IndexSettings().passage_chars
-    rows = connection.sql("SELECT DISTINCT text, heading_path FROM chunks").to_arrow_table() if max_chars else None
-    shas = sorted({ids.sha256_text(t) for text, path in zip(rows.column("text").to_pylist(),
-                                                            rows.column("heading_path").to_pylist())
-                   for t in passage_texts(text or "", path, max_chars=max_chars)}) if rows is not None else []
+    shas = sorted(_passages_of(connection, "SELECT DISTINCT text, heading_path FROM chunks", max_chars=max_chars))
     connection.register("passage_refs", pa.table({"embed_text_sha": pa.array(shas, pa.string())}))
     return len(shas)
+
+
+def _passages_of(connection: duckdb.DuckDBPyConnection, chunks_sql: str, *, max_chars: int) -> dict[str, str]:
+    """:func:`passage_texts_by_sha` of the ``(text, heading_path)`` rows ``chunks_sql`` selects."""
+    if not max_chars:
+        return {}
+    rows = connection.sql(chunks_sql).to_arrow_table()
+    return passage_texts_by_sha(rows.column("text").to_pylist(), rows.column("heading_path").to_pylist(),
+                                max_chars=max_chars)
 
 
 def _vectors_by_sha(connection: duckdb.DuckDBPyConnection, shas: list[str], embedder_fp: str) -> dict[str, np.ndarray]:

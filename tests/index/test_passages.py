@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kb_ray import ids
 from kb_ray.catalog import DeltaCatalog
 from kb_ray.embedding.text import format_embed_text
 from kb_ray.index import build_index
 from kb_ray.index.dense import FaissShard, MultiVectorShard, build_faiss_index
-from kb_ray.index.passages import passage_spans, passage_texts, shard_passages
+from kb_ray.index.passages import passage_spans, passage_texts, passage_texts_by_sha, shard_passages
 from kb_ray.ingest.reembed import embed_missing
 from kb_ray.search import HybridSearcher
 from kb_ray.search.evidence import sentence_bounds
@@ -50,6 +51,15 @@ def test_passage_texts_carry_the_heading_path_as_the_chunk_is_embedded():
     first = TEXT[slice(*passage_spans(TEXT, max_chars=200)[0])]
     assert texts[0] == format_embed_text(text=first, heading_path=["Guide", "Topics"])
     assert texts[0] != first and "Topics" in texts[0]
+
+
+def test_passages_by_sha_are_every_chunks_passages_once_keyed_as_the_embeddings_cache_keys_them():
+    short = "One sentence only."
+    by_sha = passage_texts_by_sha([TEXT, short, TEXT, None], [["Guide"], ["Guide"], ["Other"], None], max_chars=200)
+    expected = passage_texts(TEXT, ["Guide"], max_chars=200) + passage_texts(TEXT, ["Other"], max_chars=200)
+    assert sorted(by_sha.values()) == sorted(set(expected)) and len(expected) > 2
+    assert all(sha == ids.sha256_text(text) for sha, text in by_sha.items())
+    assert passage_texts_by_sha([TEXT], [["Guide"]], max_chars=0) == {}
 
 
 def test_shard_passages_keep_the_shard_rows_owners_renumbered():

@@ -22,7 +22,7 @@ from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.key_set import RunKeys, TableKeys
 from kb_ray.config import EmbeddingSettings
-from kb_ray.index.passages import passage_texts
+from kb_ray.index.passages import passage_texts_by_sha
 from kb_ray.ingest.record import (
     BATCH_RECORD,
     DOCUMENT_RECORD,
@@ -97,11 +97,8 @@ class EmbedWriteStage(Stage):
     def _passage_texts(self, chunks: pa.Table) -> dict[str, str]:
         """``sha -> embedded text`` of the chunks' passages (kb_ray/index/passages.py), which the
         index scores beside the chunk vectors; none when ``passage_chars`` is 0."""
-        if not self.passage_chars:
-            return {}
-        texts = [text for chunk, path in zip(chunks.column("text").to_pylist(), chunks.column("heading_path").to_pylist())
-                 for text in passage_texts(chunk or "", path, max_chars=self.passage_chars)]
-        return {ids.sha256_text(text): text for text in texts}
+        return passage_texts_by_sha(chunks.column("text").to_pylist(), chunks.column("heading_path").to_pylist(),
+                                    max_chars=self.passage_chars)
 
     def _embed_missing(self, chunks: pa.Table, passages: dict[str, str]) -> tuple[pa.Table, dict[str, int]]:
         """Embed the texts (chunks' and ``passages``) the ``embeddings`` cache lacks. The key set
