@@ -173,24 +173,30 @@ def sequential(corpus: Path, out: Path) -> None:
 
 def kb_ray_embed_alone(corpus: Path, out: Path) -> None:
     """kb-ray's own embedding stage alone on its default chunks (parsed and chunked untimed),
-    with the configured embedder (runtime, threads and batch size of conf/local.yaml)."""
+    with the configured embedder (runtime, threads and batch size of conf/local.yaml): each chunk's
+    text and its passages (``index.passage_chars``, kb_ray/index/passages.py), as the ingest embeds them."""
     from kb_ray.config import load_config
+    from kb_ray.index.passages import passage_texts_by_sha
     from kb_ray.processing import DocumentProcessor
 
-    config = load_config(ROOT / "conf" / "local.yaml")
+    extra = [line for line in os.environ.get(KB_SET_ENV, "").splitlines() if line]  # ingest_shape.py --kb-set
+    config = load_config(ROOT / "conf" / "local.yaml", overrides=extra)
     processor = DocumentProcessor(parse=config.parse, chunking=config.chunking, captions=config.enrich.captions)
     embedder = _configured_embedder(config.embedding)
-    texts, pages = [], 0
+    texts, pages, passages = [], 0, {}
     for pdf in sorted(corpus.glob("*.pdf")):
         version = processor.process(pdf.read_bytes(), collection="bench", key=str(pdf), filename=pdf.name)
         pages += len(version.pages)
         texts += [embedder.format_embed_text(text=vc.chunk.text, heading_path=vc.chunk.heading_path)
                   for vc in version.chunks]
+        passages.update(passage_texts_by_sha([vc.chunk.text for vc in version.chunks],
+                                             [vc.chunk.heading_path for vc in version.chunks],
+                                             max_chars=config.index.passage_chars))
     embedder.embed_texts(texts[:EMBED_BATCH])  # warm-up, untimed
     started = time.perf_counter()
-    embedder.embed_texts(texts)
+    embedder.embed_texts(texts + list(passages.values()))
     report_result(pipeline_s=time.perf_counter() - started, pages=pages, chunks=len(texts),
-                  torch_threads=config.embedding.num_threads)
+                  torch_threads=config.embedding.num_threads, passage_texts=len(passages))
 
 
 def _configured_embedder(settings):

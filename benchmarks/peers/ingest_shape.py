@@ -24,7 +24,7 @@ ORDER = ("kb-ray-default", "kb-ray", "kb-embed", "sequential", "ray-data", "daft
 LABELS = {
     "kb-ray-default": "(a) kb-ray `kb-ray ingest` as configured (conf/local.yaml) → Delta",
     "kb-ray": "(a′) kb-ray with the peers' window shape (recursive 2,048/200) → Delta",
-    "kb-embed": "(a″) kb-ray's own embedding stage alone, its default chunks",
+    "kb-embed": "(a″) kb-ray's own embedding stage alone, its default chunks and their passages",
     "sequential": "(e) plain sequential Python script → Parquet",
     "ray-data": "(b) plain Ray Data → Parquet",
     "daft": "(c) Daft (native runner) → Parquet",
