@@ -28,12 +28,9 @@ def kb_ray_default(corpus: Path, out: Path) -> None:
 
 
 def _kb_ray_ingest(corpus: Path, out: Path, overrides: list[str]) -> None:
-    from kb_ray.config import load_config
     from kb_ray.ingest.run import run_ingest
 
-    extra = [line for line in os.environ.get(KB_SET_ENV, "").splitlines() if line]  # ingest_shape.py --kb-set
-    config = load_config(ROOT / "conf" / "local.yaml", overrides=[
-        f"kb_root={out / 'kb'}", f"ingest.sources=[{corpus}]", *overrides, *extra])
+    config = _kb_ray_config(f"kb_root={out / 'kb'}", f"ingest.sources=[{corpus}]", *overrides)
     started = time.perf_counter()
     report = run_ingest(config)
     elapsed = time.perf_counter() - started
@@ -175,12 +172,10 @@ def kb_ray_embed_alone(corpus: Path, out: Path) -> None:
     """kb-ray's own embedding stage alone on its default chunks (parsed and chunked untimed),
     with the configured embedder (runtime, threads and batch size of conf/local.yaml): each chunk's
     text and its passages (``index.passage_chars``, kb_ray/index/passages.py), as the ingest embeds them."""
-    from kb_ray.config import load_config
     from kb_ray.index.passages import passage_texts_by_sha
     from kb_ray.processing import DocumentProcessor
 
-    extra = [line for line in os.environ.get(KB_SET_ENV, "").splitlines() if line]  # ingest_shape.py --kb-set
-    config = load_config(ROOT / "conf" / "local.yaml", overrides=extra)
+    config = _kb_ray_config()
     processor = DocumentProcessor(parse=config.parse, chunking=config.chunking, captions=config.enrich.captions)
     embedder = _configured_embedder(config.embedding)
     texts, pages, passages = [], 0, {}
@@ -197,6 +192,14 @@ def kb_ray_embed_alone(corpus: Path, out: Path) -> None:
     embedder.embed_texts(texts + list(passages.values()))
     report_result(pipeline_s=time.perf_counter() - started, pages=pages, chunks=len(texts),
                   torch_threads=config.embedding.num_threads, passage_texts=len(passages))
+
+
+def _kb_ray_config(*overrides: str):
+    """conf/local.yaml with ``overrides``, then the ``ingest_shape.py --kb-set`` ones."""
+    from kb_ray.config import load_config
+
+    extra = [line for line in os.environ.get(KB_SET_ENV, "").splitlines() if line]
+    return load_config(ROOT / "conf" / "local.yaml", overrides=[*overrides, *extra])
 
 
 def _configured_embedder(settings):
