@@ -8,9 +8,12 @@ written straight to Delta (benchmarks/query.py's corpus: Zipf pseudo-word texts,
 vectors of dim 384). Each is built into a one-shard generation (flat up to
 ``index.flat_max_vectors``), then published three times into a fresh database on a local
 server (tests/publish/postgres_server.py; fsync off, as in the tests): the first publish creates
-the table, the second is the no-op republish. Reported per corpus: total seconds and rows/s of
-the first publish, its read (hydration + FAISS), COPY (binary, 2,000-row batches) and index
-(HNSW cosine + GIN tsvector + B-trees, ANALYZE) seconds, and the republish's seconds.
+the tables, the second is the no-op republish. Reported per corpus: total seconds and rows/s of
+the first publish, its read (hydration + FAISS, chunk and passage vectors), COPY of the rows and
+of the passage vectors (binary, 2,000-row batches) and index (HNSW cosine on both tables + GIN
+tsvector + B-trees + the passages' foreign key, ANALYZE) seconds, and the republish's seconds.
+The golden generation has passage vectors (the default ``index.passage_chars``); the synthetic
+catalog embeds no passages, so its passage table is empty.
 Writes benchmarks/results/publish_postgres.md.
 """
 
@@ -83,7 +86,8 @@ def measure(name: str, kb_root: str, server: LocalPostgres) -> dict:
     assert first.action == "published" and again.action == "unchanged", (first, again)
     print(f"{name}: {first.rows} rows in {first.seconds:.2f} s ({first.rows_per_s:.0f} rows/s) {first.timings}; "
           f"republish {again.seconds:.2f} s", flush=True)
-    return {"name": name, "rows": first.rows, "dim": manifest.dim, "dense": manifest.shards[0].dense_type,
+    return {"name": name, "rows": first.rows, "passages": first.passages, "dim": manifest.dim,
+            "dense": manifest.shards[0].dense_type,
             "build_s": build_s, "publish_s": first.seconds, "rows_per_s": first.rows_per_s, **first.timings,
             "republish_s": again.seconds}
 
@@ -92,20 +96,30 @@ def render(results: list[dict]) -> str:
     lines = [
         "# Postgres publication speed", "",
         f"`benchmarks/publish_postgres.py`, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other work: load varies), "
+        f"{platform.machine()}, {os.cpu_count()} vCPU {_cpu_model()} (shared with other work: load varies), "
         "local Postgres (tests/publish/postgres_server.py, fsync off), one-shard generations.", "",
-        "| corpus | rows | dim | FAISS | publish s | rows/s | read s | COPY s | COPY rows/s | index s | republish s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| corpus | rows | passages | dim | FAISS | publish s | rows/s | read s | COPY s | COPY rows/s "
+        "| passages COPY s | index s | republish s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         copy_rate = r["rows"] / r["copy"] if r.get("copy") else 0
-        lines.append(f"| {r['name']} | {r['rows']} | {r['dim']} | {r['dense']} | {r['publish_s']:.2f} | "
-                     f"{r['rows_per_s']:.0f} | {r['read']:.2f} | {r['copy']:.2f} | {copy_rate:.0f} | "
-                     f"{r['index']:.2f} | {r['republish_s']:.2f} |")
-    lines += ["", "rows/s is rows over the whole first publish (read the generation's files, create the table, "
-              "COPY, build the indexes, switch the view, in one transaction). The republish reads the generation "
-              "again and compares its active versions with the table's: a no-op.", ""]
+        lines.append(f"| {r['name']} | {r['rows']} | {r['passages']} | {r['dim']} | {r['dense']} | "
+                     f"{r['publish_s']:.2f} | {r['rows_per_s']:.0f} | {r['read']:.2f} | {r['copy']:.2f} | "
+                     f"{copy_rate:.0f} | {r['copy_passages']:.2f} | {r['index']:.2f} | {r['republish_s']:.2f} |")
+    lines += ["", "rows/s is rows over the whole first publish (read the generation's files, create the chunk and "
+              "passage tables, COPY, build the indexes, switch the views, in one transaction). COPY rows/s counts "
+              "the rows' COPY alone. The republish reads the generation again and compares its active versions "
+              "with the table's: a no-op.", ""]
     return "\n".join(lines)
+
+
+def _cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return platform.processor() or "CPU"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "CPU")
 
 
 def main() -> None:

@@ -40,15 +40,17 @@ def run_publish(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2))
         return 0
     if result.action == "unchanged":
-        print(f"{result.generation_id} is already published as {result.table} ({result.rows} rows): nothing to do")
+        print(f"{result.generation_id} is already published as {result.table} ({result.rows} rows, "
+              f"{result.passages} passage vectors): nothing to do")
     elif result.action == "updated":
         print(f"{result.table}: {result.deleted_rows} rows of tombstoned versions deleted, "
-              f"{result.copied_rows} copied ({result.rows} rows)")
+              f"{result.copied_rows} copied ({result.rows} rows, {result.passages} passage vectors)")
     else:
         print(f"published {result.generation_id} (segment {result.segment}) as {result.table}: "
-              f"{result.rows} rows in {result.seconds:.1f} s ({result.rows_per_s:.0f} rows/s)")
+              f"{result.rows} rows and {result.passages} passage vectors in {result.seconds:.1f} s "
+              f"({result.rows_per_s:.0f} rows/s)")
     if result.switched:
-        print(f"kb_chunks now shows {result.table}")
+        print(f"kb_chunks and kb_passages now show {result.table} and its passage table")
     for table in result.dropped:
         print(f"dropped {table}")
     return 0

@@ -1,16 +1,18 @@
 """``PostgresPublisher``: one index generation → Postgres (pgvector + full text), idempotently.
 
 ``publish`` reads what a searcher of the generation serves (kb_ray/publish/served.py: its
-hydration Parquet and FAISS vectors, base ∪ delta segments, minus versions the catalog no
-longer has active) and, in ONE transaction under an advisory lock:
+hydration Parquet and FAISS vectors, chunk and passage vectors, base ∪ delta segments, minus
+versions the catalog no longer has active) and, in ONE transaction under an advisory lock:
 
-* a generation (+ segment count) not published yet: creates its table, loads it with binary
-  ``COPY`` in batches, builds the HNSW (cosine) and GIN indexes, records it in
-  ``kb_publications`` and switches the ``kb_chunks`` view to it;
-* one already published: deletes the rows of versions tombstoned or superseded since, copies
-  rows of versions active again; nothing at all when both are empty (``unchanged``); the view
-  is switched to it if it pointed elsewhere;
-* with ``drop_old``: drops every other publication's table.
+* a generation (+ segment count) not published yet: creates its chunk and passage tables, loads
+  them with binary ``COPY`` in batches (kb_ray/publish/postgres_copy.py), builds the HNSW
+  (cosine) and GIN indexes, records it in ``kb_publications`` and switches the ``kb_chunks`` and
+  ``kb_passages`` views to it;
+* one already published: deletes the rows of versions tombstoned or superseded since (their
+  passages go by ``ON DELETE CASCADE``), copies rows of versions active again with their
+  passages; nothing at all when both are empty (``unchanged``); the views are switched to it if
+  they pointed elsewhere. A publication written before passage tables gets its passage table;
+* with ``drop_old``: drops every other publication's tables.
 
 The SQL functions (``kb_hybrid_search``: RRF of the vector and full-text ranks with the
 kb-ray filter vocabulary) are (re)created each time. Docs: docs/publish.md.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -32,12 +34,12 @@ import pyarrow.compute as pc
 from kb_ray.config import KbConfig
 from kb_ray.errors import KbRayError
 from kb_ray.publish import postgres_schema as schema
+from kb_ray.publish.postgres_copy import copy_passages, copy_rows
 from kb_ray.publish.served import ServedRows, read_served_rows, resolve_generation
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_ROWS = 2000
-HEADING_SEPARATOR = " > "
 
 
 class PublishError(KbRayError):
@@ -53,10 +55,12 @@ class PublishResult:
     rows: int  # rows in the table afterwards
     copied_rows: int = 0
     deleted_rows: int = 0
-    switched: bool = False  # the kb_chunks view now points at this table and did not before
-    dropped: list[str] = field(default_factory=list)
+    passages: int = 0  # passage vectors in the passage table afterwards
+    copied_passages: int = 0
+    switched: bool = False  # the kb_chunks and kb_passages views now show this publication and did not before
+    dropped: list[str] = field(default_factory=list)  # other publications' chunk tables, dropped with their passages
     seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)  # read, copy, index seconds
+    timings: dict[str, float] = field(default_factory=dict)  # read, copy, copy_passages, index seconds
 
     @property
     def rows_per_s(self) -> float:
@@ -70,6 +74,11 @@ def table_name(generation_id: str, segment: int) -> str:
     """``kb_chunks_<16 hex>`` (+ ``_sNNNN`` with delta segments): well under Postgres' 63 bytes."""
     short = generation_id.removeprefix("gen_")[:16]
     return f"kb_chunks_{short}" + (f"_s{segment:04d}" if segment else "")
+
+
+def passage_table_name(table: str) -> str:
+    """The passage table of the chunk table ``table``: ``kb_passages_`` + the same suffix."""
+    return "kb_passages_" + table.removeprefix("kb_chunks_")
 
 
 class PostgresPublisher:
@@ -110,8 +119,9 @@ class PostgresPublisher:
         timings = {"read": round(read_s, 3), **result.timings}
         result = PublishResult(**{**asdict(result), "switched": switched, "dropped": dropped, "seconds": seconds,
                                   "timings": timings})
-        logger.info("postgres publication %s: %s (%d rows, %d copied, %d deleted)", table, result.action,
-                    result.rows, result.copied_rows, result.deleted_rows)
+        logger.info("postgres publication %s: %s (%d rows, %d copied, %d deleted; %d passages, %d copied)", table,
+                    result.action, result.rows, result.copied_rows, result.deleted_rows, result.passages,
+                    result.copied_passages)
         return result
 
     # -- connection and schema -------------------------------------------------------------
@@ -135,6 +145,7 @@ class PostgresPublisher:
                                "package postgresql-NN-pgvector (docs/publish.md)") from exc
         register_vector(connection)
         connection.execute(schema.PUBLICATIONS_DDL)
+        connection.execute(schema.PUBLICATIONS_UPGRADE)
         connection.execute(schema.TEXT_CONFIG_DDL)
         version = connection.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
         iterative = tuple(int(part) for part in version.split(".")[:2]) >= (0, 8)
@@ -155,24 +166,26 @@ class PostgresPublisher:
     # -- writing -----------------------------------------------------------------------------
 
     def _create(self, connection, served: ServedRows, table: str) -> PublishResult:
-        manifest = served.manifest
-        from psycopg import sql
-
+        manifest, passages = served.manifest, passage_table_name(table)
         connection.execute(schema.create_table(table, manifest.dim))
+        connection.execute(schema.create_passage_table(passages, manifest.dim))
         started = time.perf_counter()
-        copied = self._copy(connection, table, served.rows, served.vectors)
+        copied = copy_rows(connection, table, served.rows, served.vectors, batch_rows=self.batch_rows)
+        rows_at = time.perf_counter()
+        copied_passages = copy_passages(connection, passages, served, batch_rows=self.batch_rows)
         copied_at = time.perf_counter()
-        for statement in schema.create_indexes(table):
+        for statement in [*schema.create_indexes(table), *schema.create_passage_indexes(passages, table)]:
             connection.execute(statement)
-        connection.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
-        timings = {"copy": round(copied_at - started, 3), "index": round(time.perf_counter() - copied_at, 3)}
+        _analyze(connection, table, passages)
+        timings = {"copy": round(rows_at - started, 3), "copy_passages": round(copied_at - rows_at, 3),
+                   "index": round(time.perf_counter() - copied_at, 3)}
         connection.execute(
             f"INSERT INTO {schema.PUBLICATIONS} (table_name, generation_id, segment, embedder_fp, dim, rows, "
-            "catalog_versions, text_config) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            "passages, catalog_versions, text_config) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [table, manifest.generation_id, served.segment, manifest.embedder_fp, manifest.dim, copied,
-             json.dumps(served.catalog_versions, sort_keys=True), schema.TEXT_CONFIG])
+             copied_passages, json.dumps(served.catalog_versions, sort_keys=True), schema.TEXT_CONFIG])
         return PublishResult("published", table, manifest.generation_id, served.segment, copied, copied_rows=copied,
-                             timings=timings)
+                             passages=copied_passages, copied_passages=copied_passages, timings=timings)
 
     def _sync(self, connection, served: ServedRows, table: str, existing: set[str]) -> PublishResult:
         """Tombstones and reactivations since the last publish of the same generation and segments."""
@@ -181,36 +194,37 @@ class PostgresPublisher:
         wanted = served.active_versions
         gone, back = sorted(existing - wanted), sorted(wanted - existing)
         deleted = copied = 0
-        if gone:
+        if gone:  # their passages go with them (ON DELETE CASCADE)
             deleted = connection.execute(sql.SQL("DELETE FROM {} WHERE version_id = ANY(%s)").format(
                 sql.Identifier(table)), [gone]).rowcount
+        added = self._add_passage_table(connection, served, table, versions=existing & wanted)
+        copied_passages = added or 0
         if back:
-            keep = pc.is_in(served.rows.column("version_id"), value_set=pa.array(back, pa.string()))
-            mask = keep.to_numpy(zero_copy_only=False).astype(bool)
-            copied = self._copy(connection, table, served.rows.filter(keep), served.vectors[mask])
-        rows = connection.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()[0]
-        action = "updated" if gone or back else "unchanged"
-        if gone or back:
-            connection.execute(f"UPDATE {schema.PUBLICATIONS} SET rows = %s, updated_at = now() WHERE table_name = %s",
-                               [rows, table])
-        return PublishResult(action, table, served.manifest.generation_id, served.segment, rows,
-                             copied_rows=copied, deleted_rows=deleted)
+            returning = served.where(_version_mask(served.rows, back))
+            copied = copy_rows(connection, table, returning.rows, returning.vectors, batch_rows=self.batch_rows)
+            copied_passages += copy_passages(connection, passage_table_name(table), returning,
+                                             batch_rows=self.batch_rows)
+        rows, passages = _counts(connection, table)
+        changed = bool(gone or back) or added is not None
+        if changed:
+            connection.execute(f"UPDATE {schema.PUBLICATIONS} SET rows = %s, passages = %s, updated_at = now() "
+                               "WHERE table_name = %s", [rows, passages, table])
+        return PublishResult("updated" if changed else "unchanged", table, served.manifest.generation_id,
+                             served.segment, rows, copied_rows=copied, deleted_rows=deleted, passages=passages,
+                             copied_passages=copied_passages)
 
-    def _copy(self, connection, table: str, rows: pa.Table, vectors: np.ndarray) -> int:
-        from psycopg import sql
-
-        names = [name for name, _ in schema.COLUMNS]
-        statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-            sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, names)))
-        copied = 0
-        with connection.cursor() as cursor:
-            for batch, batch_vectors in _batches(rows, vectors, self.batch_rows):
-                with cursor.copy(statement) as copy:
-                    copy.set_types([kind for _, kind in schema.COLUMNS])
-                    for record in publication_records(batch, batch_vectors):
-                        copy.write_row(record)
-                copied += batch.num_rows
-                logger.info("copied %d/%d rows into %s", copied, rows.num_rows, table)
+    def _add_passage_table(self, connection, served: ServedRows, table: str, *, versions: set[str]) -> int | None:
+        """A publication written before passage tables gets one, with the passages of its rows of
+        ``versions``; the passages copied, None when it had one."""
+        passages = passage_table_name(table)
+        if connection.execute("SELECT to_regclass(%s)", [passages]).fetchone()[0] is not None:
+            return None
+        logger.info("%s was published without passage vectors: adding %s", table, passages)
+        connection.execute(schema.create_passage_table(passages, served.manifest.dim))
+        kept = served.where(_version_mask(served.rows, sorted(versions)))
+        copied = copy_passages(connection, passages, kept, batch_rows=self.batch_rows)
+        for statement in schema.create_passage_indexes(passages, table):
+            connection.execute(statement)
         return copied
 
     # -- the view and old tables ---------------------------------------------------------------
@@ -219,9 +233,10 @@ class PostgresPublisher:
     def _switch_if_needed(connection, table: str) -> bool:
         live = connection.execute(f"SELECT table_name FROM {schema.PUBLICATIONS} WHERE live").fetchone()
         view = connection.execute("SELECT to_regclass(%s)", [schema.VIEW]).fetchone()[0]
-        if live and live[0] == table and view is not None:
+        passages_view = connection.execute("SELECT to_regclass(%s)", [schema.PASSAGES_VIEW]).fetchone()[0]
+        if live and live[0] == table and view is not None and passages_view is not None:
             return False
-        statements = schema.switch_view(table)
+        statements = schema.switch_view(table, passage_table_name(table))
         for statement in statements[:-1]:
             connection.execute(statement)
         connection.execute(statements[-1], [table])
@@ -234,42 +249,29 @@ class PostgresPublisher:
         others = [row[0] for row in connection.execute(
             f"SELECT table_name FROM {schema.PUBLICATIONS} WHERE table_name <> %s ORDER BY table_name", [keep])]
         for table in others:
-            connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+            connection.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+                sql.Identifier(passage_table_name(table)), sql.Identifier(table)))
         connection.execute(f"DELETE FROM {schema.PUBLICATIONS} WHERE table_name <> %s", [keep])
         return others
 
 
-def _batches(rows: pa.Table, vectors: np.ndarray, size: int) -> Iterator[tuple[pa.Table, np.ndarray]]:
-    for start in range(0, rows.num_rows, size):
-        yield rows.slice(start, size), vectors[start:start + size]
+def _version_mask(rows: pa.Table, versions: list[str]) -> np.ndarray:
+    found = pc.is_in(rows.column("version_id"), value_set=pa.array(versions, pa.string()))
+    return found.to_numpy(zero_copy_only=False).astype(bool)
 
 
-def publication_records(rows: pa.Table, vectors: np.ndarray) -> Iterator[tuple]:
-    """One tuple per row in :data:`postgres_schema.COLUMNS` order (hydration rows → Postgres values)."""
-    from psycopg.types.json import Jsonb
+def _counts(connection, table: str) -> tuple[int, int]:
+    from psycopg import sql
 
-    data = rows.select(["chunk_id", "document_id", "version_id", "title", "uri", "collection", "tags", "mime",
-                        "created_at", "acl", "metadata_json", "text", "heading_path", "spans", "pages", "regions",
-                        "ordinal", "chunk_kind"]).to_pylist()
-    for row, vector in zip(data, vectors):
-        yield (row["chunk_id"], row["document_id"], row["version_id"], row["title"], row["uri"],
-               _file_name(row["uri"]), row["collection"], row["tags"] or [], row["mime"], row["created_at"],
-               row["acl"] or [], Jsonb(_metadata(row["metadata_json"])), row["text"],
-               HEADING_SEPARATOR.join(row["heading_path"] or []), row["heading_path"] or [],
-               Jsonb(row["spans"] or []), row["pages"] or [], Jsonb(row["regions"] or []), row["ordinal"],
-               row["chunk_kind"], vector)
+    return connection.execute(sql.SQL("SELECT (SELECT count(*) FROM {}), (SELECT count(*) FROM {})").format(
+        sql.Identifier(table), sql.Identifier(passage_table_name(table)))).fetchone()
 
 
-def _file_name(uri: str | None) -> str | None:
-    return uri.rstrip("/").rsplit("/", 1)[-1] if uri else None
+def _analyze(connection, *tables: str) -> None:
+    from psycopg import sql
 
-
-def _metadata(text: str | None) -> dict:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    for table in tables:
+        connection.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
 
 
 def hybrid_search(connection, query_vector: Sequence[float] | np.ndarray, query_text: str, *, k: int = 10,

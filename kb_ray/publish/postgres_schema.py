@@ -1,10 +1,13 @@
-"""The SQL of a Postgres publication (docs/publish.md): bookkeeping table, chunk tables, the
-``kb_chunks`` view and the ``kb_hybrid_search`` function.
+"""The SQL of a Postgres publication (docs/publish.md): bookkeeping table, chunk and passage
+tables, the ``kb_chunks`` and ``kb_passages`` views and the ``kb_hybrid_search`` function.
 
 One table per published generation (``kb_chunks_<16 hex of the generation id>``, ``_sNNNN``
 appended when delta segments are included) holds one row per served chunk with its vector
-(pgvector, HNSW with cosine ops) and a stored ``tsvector`` (GIN). ``kb_chunks`` is a view over
-the table published last; publishing switches it in the same transaction.
+(pgvector, HNSW with cosine ops) and a stored ``tsvector`` (GIN); its passage table
+(``kb_passages_<same suffix>``) holds the chunks' passage vectors (kb_ray/index/passages.py),
+one row each, deleted with their chunk (``ON DELETE CASCADE``). ``kb_chunks`` and
+``kb_passages`` are views over the tables published last; publishing switches both in the same
+transaction.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ BEGIN
 END
 $$"""
 VIEW = "kb_chunks"
+PASSAGES_VIEW = "kb_passages"
 PUBLICATIONS = "kb_publications"
 LOCK_KEY = 0x6B62_7261_7970_6770  # pg_advisory_xact_lock key: one publisher at a time ("kbraypgp")
 
@@ -41,6 +45,7 @@ CREATE TABLE IF NOT EXISTS {PUBLICATIONS} (
     embedder_fp text NOT NULL,
     dim integer NOT NULL,
     rows bigint NOT NULL,
+    passages bigint,
     catalog_versions jsonb NOT NULL,
     text_config text NOT NULL,
     published_at timestamptz NOT NULL DEFAULT now(),
@@ -49,6 +54,10 @@ CREATE TABLE IF NOT EXISTS {PUBLICATIONS} (
     live boolean NOT NULL DEFAULT false,
     UNIQUE (generation_id, segment)
 )"""
+PUBLICATIONS_UPGRADE = f"""
+ALTER TABLE {PUBLICATIONS} ADD COLUMN IF NOT EXISTS passages bigint"""
+"""A ``kb_publications`` made before passage tables gains the count; its rows keep NULL until their
+publication is published again (which writes the passage table, kb_ray/publish/postgres.py)."""
 
 COLUMNS = (  # (name, Postgres type) in COPY order; tsv is generated from heading, text and file_name
     ("chunk_id", "text"), ("document_id", "text"), ("version_id", "text"), ("title", "text"), ("uri", "text"),
@@ -84,11 +93,34 @@ def create_indexes(table: str) -> list[sql.Composed]:
     ]
 
 
-def switch_view(table: str) -> list[sql.Composed]:
-    """Drop and recreate (a new table may have another vector dimension): one transaction, so
-    readers see the old view or the new one, never none."""
-    return [sql.SQL("DROP VIEW IF EXISTS {}").format(sql.Identifier(VIEW)),
-            sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(sql.Identifier(VIEW), sql.Identifier(table)),
+PASSAGE_COLUMNS = (("chunk_id", "text"), ("passage", "integer"), ("embedding", "vector"))  # COPY order
+
+
+def create_passage_table(passages: str, dim: int) -> sql.Composed:
+    """``passage``: the passage's number within its chunk (0, 1, ... in text order)."""
+    return sql.SQL("CREATE TABLE {} (chunk_id text NOT NULL, passage integer NOT NULL, "
+                   "embedding vector({}) NOT NULL, PRIMARY KEY (chunk_id, passage))").format(
+        sql.Identifier(passages), sql.SQL(str(int(dim))))
+
+
+def create_passage_indexes(passages: str, table: str) -> list[sql.Composed]:
+    """Built after the COPY, like the chunk table's; the foreign key too (one join, not a check per row)."""
+    name = sql.Identifier
+    return [
+        sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY (chunk_id) REFERENCES {} (chunk_id) "
+                "ON DELETE CASCADE").format(name(passages), name(f"{passages}_chunk_fk"), name(table)),
+        sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
+            name(f"{passages}_embedding_hnsw"), name(passages)),
+    ]
+
+
+def switch_view(table: str, passages: str) -> list[sql.Composed]:
+    """Drop and recreate both views (a new table may have another vector dimension): one
+    transaction, so readers see the old views or the new ones, never none or a mix."""
+    views = ((VIEW, table), (PASSAGES_VIEW, passages))
+    return [*(sql.SQL("DROP VIEW IF EXISTS {}").format(sql.Identifier(view)) for view, _ in views),
+            *(sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(sql.Identifier(view), sql.Identifier(source))
+              for view, source in views),
             sql.SQL("UPDATE {} SET live = (table_name = %s)").format(sql.Identifier(PUBLICATIONS))]
 
 
@@ -180,6 +212,9 @@ AS $$
 #variable_conflict use_column
 DECLARE
     query tsquery;
+    depth bigint := 2 * candidates::bigint;
+    passage_chunks text[];
+    passage_distances double precision[];
 BEGIN
     PERFORM kb_check_filter(filter, ARRAY[%(metadata)s]::text[]);
     IF k IS NULL OR k < 1 OR k > 1000 THEN
@@ -189,14 +224,32 @@ BEGIN
     query := (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')
               FROM unnest(tsvector_to_array(to_tsvector('%(config)s'::regconfig, coalesce(query_text, '')))) lexeme
              )::tsquery;
-    RETURN QUERY
-    WITH dense AS (
-        SELECT c.chunk_id, row_number() OVER (ORDER BY c.distance, c.chunk_id)::integer AS rank
-        FROM (SELECT v.chunk_id, v.embedding <=> query_vec AS distance FROM kb_chunks v
-              WHERE query_vec IS NOT NULL
-                AND kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at, v.acl,
+    -- the nearest passage vectors of allowed chunks, deep enough to hold `candidates` distinct chunks
+    -- (a chunk's passages may crowd the list) or every allowed passage, like MultiVectorShard
+    WHILE query_vec IS NOT NULL LOOP
+        SELECT array_agg(n.chunk_id), array_agg(n.distance) INTO passage_chunks, passage_distances
+        FROM (SELECT p.chunk_id, p.embedding <=> query_vec AS distance
+              FROM kb_passages p JOIN kb_chunks v ON v.chunk_id = p.chunk_id
+              WHERE kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at, v.acl,
                                     v.metadata)
-              ORDER BY v.embedding <=> query_vec LIMIT candidates) c
+              ORDER BY p.embedding <=> query_vec LIMIT depth) n;
+        EXIT WHEN depth IS NULL OR coalesce(cardinality(passage_chunks), 0) < depth
+            OR (SELECT count(DISTINCT id) FROM unnest(passage_chunks) id) >= candidates;
+        depth := 2 * depth;
+    END LOOP;
+    RETURN QUERY
+    WITH dense AS (  -- a chunk's distance: the least of its own vector's and its passages'
+        SELECT b.chunk_id, row_number() OVER (ORDER BY b.distance, b.chunk_id)::integer AS rank
+        FROM (SELECT u.chunk_id, min(u.distance) AS distance
+              FROM ((SELECT v.chunk_id, v.embedding <=> query_vec AS distance FROM kb_chunks v
+                     WHERE query_vec IS NOT NULL
+                       AND kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at,
+                                           v.acl, v.metadata)
+                     ORDER BY v.embedding <=> query_vec LIMIT candidates)
+                    UNION ALL
+                    SELECT * FROM unnest(passage_chunks, passage_distances) AS p(chunk_id, distance)) u
+              GROUP BY u.chunk_id
+              ORDER BY 2, 1 LIMIT candidates) b
     ), lexical AS (
         SELECT c.chunk_id, row_number() OVER (ORDER BY c.rank DESC, c.chunk_id)::integer AS rank
         FROM (SELECT v.chunk_id, ts_rank('{0, 0, 0.5, 1}', v.tsv, query, %(normalization)s) AS rank
