@@ -100,8 +100,6 @@ def passages_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp:
                              max_chars: int) -> dict[str, str]:
     """``sha -> embedded text`` of the active chunks' passages with no vector from
     ``embedder_fp`` (``kb-ray reembed`` embeds them)."""
-    if not max_chars:
-        return {}
     wanted = _passages_of(connection, f"SELECT DISTINCT a.text, a.heading_path FROM ({ACTIVE_CHUNKS}) a",
                           max_chars=max_chars)
     held = _vectors_by_sha(connection, sorted(wanted), embedder_fp) if wanted else {}
