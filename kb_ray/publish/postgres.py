@@ -11,7 +11,8 @@ versions the catalog no longer has active) and, in ONE transaction under an advi
 * one already published: deletes the rows of versions tombstoned or superseded since (their
   passages go by ``ON DELETE CASCADE``), copies rows of versions active again with their
   passages; nothing at all when both are empty (``unchanged``); the views are switched to it if
-  they pointed elsewhere. A publication written before passage tables gets its passage table;
+  they pointed elsewhere. A publication written before passage tables gets its passage table,
+  one written before tie keys its ``tie_key`` column (and the views are made again);
 * with ``drop_old``: drops every other publication's tables.
 
 The SQL functions (``kb_hybrid_search``: RRF of the vector and full-text ranks with the
@@ -106,11 +107,13 @@ class PostgresPublisher:
             connection.execute("SELECT pg_advisory_xact_lock(%s)", [schema.LOCK_KEY])
             self._ensure_schema(connection)
             existing = self._published_versions(connection, table)
+            upgraded = False
             if existing is None:
                 result = self._create(connection, served, table)
             else:
-                result = self._sync(connection, served, table, existing)
-            switched = self._switch_if_needed(connection, table)
+                upgraded = _add_tie_key(connection, table)
+                result = self._sync(connection, served, table, existing, upgraded=upgraded)
+            switched = self._switch_if_needed(connection, table, force=upgraded)
             dropped = self._drop_others(connection, table) if drop_old else []
             seconds = round(time.perf_counter() - started, 3)
             if result.action != "unchanged":
@@ -187,7 +190,8 @@ class PostgresPublisher:
         return PublishResult("published", table, manifest.generation_id, served.segment, copied, copied_rows=copied,
                              passages=copied_passages, copied_passages=copied_passages, timings=timings)
 
-    def _sync(self, connection, served: ServedRows, table: str, existing: set[str]) -> PublishResult:
+    def _sync(self, connection, served: ServedRows, table: str, existing: set[str], *,
+              upgraded: bool = False) -> PublishResult:
         """Tombstones and reactivations since the last publish of the same generation and segments."""
         from psycopg import sql
 
@@ -205,7 +209,7 @@ class PostgresPublisher:
             copied_passages += copy_passages(connection, passage_table_name(table), returning,
                                              batch_rows=self.batch_rows)
         rows, passages = _counts(connection, table)
-        changed = bool(gone or back) or added is not None
+        changed = bool(gone or back) or added is not None or upgraded
         if changed:
             connection.execute(f"UPDATE {schema.PUBLICATIONS} SET rows = %s, passages = %s, updated_at = now() "
                                "WHERE table_name = %s", [rows, passages, table])
@@ -230,11 +234,12 @@ class PostgresPublisher:
     # -- the view and old tables ---------------------------------------------------------------
 
     @staticmethod
-    def _switch_if_needed(connection, table: str) -> bool:
+    def _switch_if_needed(connection, table: str, *, force: bool = False) -> bool:
+        """``force``: the table gained a column, which a view made before does not show."""
         live = connection.execute(f"SELECT table_name FROM {schema.PUBLICATIONS} WHERE live").fetchone()
         view = connection.execute("SELECT to_regclass(%s)", [schema.VIEW]).fetchone()[0]
         passages_view = connection.execute("SELECT to_regclass(%s)", [schema.PASSAGES_VIEW]).fetchone()[0]
-        if live and live[0] == table and view is not None and passages_view is not None:
+        if not force and live and live[0] == table and view is not None and passages_view is not None:
             return False
         statements = schema.switch_view(table, passage_table_name(table))
         for statement in statements[:-1]:
@@ -253,6 +258,18 @@ class PostgresPublisher:
                 sql.Identifier(passage_table_name(table)), sql.Identifier(table)))
         connection.execute(f"DELETE FROM {schema.PUBLICATIONS} WHERE table_name <> %s", [keep])
         return others
+
+
+def _add_tie_key(connection, table: str) -> bool:
+    """A publication written before tie keys gains its generated column (a rewrite of the table);
+    True when it did."""
+    found = connection.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                               "AND table_name = %s AND column_name = 'tie_key'", [table]).fetchone()
+    if found is not None:
+        return False
+    logger.info("%s was published without tie keys: adding the column", table)
+    connection.execute(schema.add_tie_key(table))
+    return True
 
 
 def _version_mask(rows: pa.Table, versions: list[str]) -> np.ndarray:

@@ -59,7 +59,7 @@ ALTER TABLE {PUBLICATIONS} ADD COLUMN IF NOT EXISTS passages bigint"""
 """A ``kb_publications`` made before passage tables gains the count; its rows keep NULL until their
 publication is published again (which writes the passage table, kb_ray/publish/postgres.py)."""
 
-COLUMNS = (  # (name, Postgres type) in COPY order; tsv is generated from heading, text and file_name
+COLUMNS = (  # (name, Postgres type) in COPY order; tsv and tie_key are generated from the others
     ("chunk_id", "text"), ("document_id", "text"), ("version_id", "text"), ("title", "text"), ("uri", "text"),
     ("file_name", "text"), ("collection", "text"), ("tags", "text[]"), ("mime", "text"),
     ("created_at", "timestamptz"), ("acl", "text[]"), ("metadata", "jsonb"), ("text", "text"),
@@ -76,8 +76,20 @@ def create_table(table: str, dim: int) -> sql.Composed:
         "setweight(to_tsvector({cfg}::regconfig, coalesce(heading, '') || ' ' || text), 'A') || "
         "setweight(to_tsvector({cfg}::regconfig, regexp_replace(coalesce(file_name, ''), '[^[:alnum:]]+', ' ', 'g')),"
         " 'B')) STORED").format(cfg=sql.Literal(TEXT_CONFIG))
-    return sql.SQL("CREATE TABLE {} ({}, {}, PRIMARY KEY (chunk_id))").format(
-        sql.Identifier(table), sql.SQL(", ").join(columns), tsv)
+    return sql.SQL("CREATE TABLE {} ({}, {}, {}, PRIMARY KEY (chunk_id))").format(
+        sql.Identifier(table), sql.SQL(", ").join(columns), tsv, sql.SQL(TIE_KEY_COLUMN))
+
+
+TIE_KEY_COLUMN = ("tie_key text COLLATE \"C\" GENERATED ALWAYS AS "
+                  "(kb_tie_key(heading_path, text, file_name, ordinal)) STORED")
+"""kb-ray's order for equal scores (kb_ray/index/channels.py ``tie_key``), so ties in the published
+ranking fall as kb-ray's do and do not depend on where the corpus lived (chunk ids follow the
+source path). Byte order (``C``): UTF-8's byte order is Python's code point order."""
+
+
+def add_tie_key(table: str) -> sql.Composed:
+    """A publication written before tie keys gains the column (Postgres computes it for every row)."""
+    return sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(sql.Identifier(table), sql.SQL(TIE_KEY_COLUMN))
 
 
 def create_indexes(table: str) -> list[sql.Composed]:
@@ -200,6 +212,17 @@ LANGUAGE sql IMMUTABLE SET timezone = 'UTC' AS $$
     )
 $$"""
 
+TIE_KEY_FUNCTION = r"""
+CREATE OR REPLACE FUNCTION kb_tie_key(heading_path text[], body text, file_name text, ordinal integer) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT left(encode(sha256(convert_to(coalesce(array_to_string(heading_path, E'\x1f'), '') || E'\x1e'
+                                         || coalesce(body, ''), 'UTF8')), 'hex'), 16)
+           || '|' || coalesce(file_name, '') || '|' || lpad(coalesce(ordinal, 0)::text,
+                                                            greatest(9, length(coalesce(ordinal, 0)::text)), '0')
+$$"""
+"""kb_ray/index/channels.py ``tie_key`` in SQL: 16 hex of the SHA-256 of the heading path and text,
+the file name, the ordinal in 9 digits (tests/publish/test_postgres.py compares them row by row)."""
+
 HYBRID_FUNCTION = """
 CREATE OR REPLACE FUNCTION kb_hybrid_search(query_vec vector, query_text text, k integer DEFAULT 10,
                                             filter jsonb DEFAULT '{}', candidates integer DEFAULT 100,
@@ -238,26 +261,29 @@ BEGIN
         depth := 2 * depth;
     END LOOP;
     RETURN QUERY
+    -- equal distances, ranks and scores fall in kb-ray's tie order (tie_key), then by chunk id
     WITH dense AS (  -- a chunk's distance: the least of its own vector's and its passages'
-        SELECT b.chunk_id, row_number() OVER (ORDER BY b.distance, b.chunk_id)::integer AS rank
-        FROM (SELECT u.chunk_id, min(u.distance) AS distance
-              FROM ((SELECT v.chunk_id, v.embedding <=> query_vec AS distance FROM kb_chunks v
-                     WHERE query_vec IS NOT NULL
-                       AND kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at,
-                                           v.acl, v.metadata)
-                     ORDER BY v.embedding <=> query_vec LIMIT candidates)
-                    UNION ALL
-                    SELECT * FROM unnest(passage_chunks, passage_distances) AS p(chunk_id, distance)) u
-              GROUP BY u.chunk_id
-              ORDER BY 2, 1 LIMIT candidates) b
+        SELECT b.chunk_id, row_number() OVER (ORDER BY b.distance, b.tie_key, b.chunk_id)::integer AS rank
+        FROM (SELECT u.chunk_id, u.distance, t.tie_key
+              FROM (SELECT u.chunk_id, min(u.distance) AS distance
+                    FROM ((SELECT v.chunk_id, v.embedding <=> query_vec AS distance FROM kb_chunks v
+                           WHERE query_vec IS NOT NULL
+                             AND kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at,
+                                                 v.acl, v.metadata)
+                           ORDER BY v.embedding <=> query_vec LIMIT candidates)
+                          UNION ALL
+                          SELECT * FROM unnest(passage_chunks, passage_distances) AS p(chunk_id, distance)) u
+                    GROUP BY u.chunk_id) u
+              JOIN kb_chunks t ON t.chunk_id = u.chunk_id
+              ORDER BY 2, 3, 1 LIMIT candidates) b
     ), lexical AS (
-        SELECT c.chunk_id, row_number() OVER (ORDER BY c.rank DESC, c.chunk_id)::integer AS rank
-        FROM (SELECT v.chunk_id, ts_rank('{0, 0, 0.5, 1}', v.tsv, query, %(normalization)s) AS rank
+        SELECT c.chunk_id, row_number() OVER (ORDER BY c.rank DESC, c.tie_key, c.chunk_id)::integer AS rank
+        FROM (SELECT v.chunk_id, ts_rank('{0, 0, 0.5, 1}', v.tsv, query, %(normalization)s) AS rank, v.tie_key
               FROM kb_chunks v
               WHERE query IS NOT NULL AND v.tsv @@ query
                 AND kb_filter_match(filter, v.collection, v.document_id, v.tags, v.mime, v.created_at, v.acl,
                                     v.metadata)
-              ORDER BY 2 DESC, v.chunk_id LIMIT candidates) c
+              ORDER BY 2 DESC, 3, v.chunk_id LIMIT candidates) c
     ), fused AS (
         SELECT coalesce(d.chunk_id, l.chunk_id) AS chunk_id, d.rank AS dense_rank, l.rank AS lexical_rank,
                coalesce(1.0 / (rrf_k + d.rank), 0) + coalesce(1.0 / (rrf_k + l.rank), 0) AS score
@@ -266,7 +292,7 @@ BEGIN
     SELECT v.chunk_id, v.document_id, v.version_id, v.title, v.uri, v.text, v.pages, v.spans, v.regions,
            f.score::double precision, f.dense_rank, f.lexical_rank
     FROM fused f JOIN kb_chunks v ON v.chunk_id = f.chunk_id
-    ORDER BY f.score DESC, v.chunk_id
+    ORDER BY f.score DESC, v.tie_key, v.chunk_id
     LIMIT k;
 END
 $$"""
@@ -282,7 +308,7 @@ def function_ddl(*, filterable_metadata: list[str], iterative_scan: bool) -> lis
         "metadata": quoted, "config": TEXT_CONFIG, "normalization": RANK_NORMALIZATION,
         "iterative": "SET hnsw.iterative_scan = strict_order" if iterative_scan else ""}
     check = FILTER_CHECK_FUNCTION % {"keys": ", ".join(_literal(key) for key in FILTER_KEYS)}
-    return [TEXT_LIST_FUNCTION, check, FILTER_MATCH_FUNCTION, hybrid]
+    return [TEXT_LIST_FUNCTION, TIE_KEY_FUNCTION, check, FILTER_MATCH_FUNCTION, hybrid]
 
 
 def _literal(value: str) -> str:
