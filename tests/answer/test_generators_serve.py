@@ -15,7 +15,9 @@ from kb_ray.answer.pack import evidence_pack
 from kb_ray.config import AnswerSettings
 from tests.answer.generator_fixtures import notes_hits
 
-pytestmark = pytest.mark.ray
+# a Serve deployment of the generator, ~22 s; the generator is tested in process in
+# tests/answer/test_generators_*.py; make test-cluster (CI) runs it
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PASSAGES = evidence_pack(hits=notes_hits((5,)), settings=AnswerSettings())
 QUESTIONS = ["How many names are on the waiting list?", "When did the longest-waiting applicant join?",
              "Which plots were given up?"]

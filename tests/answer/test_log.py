@@ -66,6 +66,8 @@ def sql_rows(kb_root: str, name: str, capsys) -> list[dict]:
     return json.loads(capsys.readouterr().out)
 
 
+# its own Serve application, ~37 s; the batched log is tested without Serve above; make test-cluster (CI) runs it
+@pytest.mark.slow
 def test_answers_are_logged_feedback_lands_and_down_votes_become_drafts(service, capsys, tmp_path):
     answer = httpx.post(f"{URL}/v1/answer", json={"query": QUESTION}, timeout=120).json()
     assert answer["citations"] and not answer["abstained"]

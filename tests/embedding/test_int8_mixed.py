@@ -49,6 +49,7 @@ def gaps(cache_dir: Path) -> dict[str, np.ndarray]:
                                  reference) for runtime in ("onnx-int8", "onnx-int8-mixed")}
 
 
+@pytest.mark.slow  # exports and runs two int8 graphs (module fixture ~25 s); make test-cluster (CI) runs it
 def test_mixed_vectors_are_within_their_measured_tolerance(gaps: dict[str, np.ndarray]) -> None:
     # Measured on 1,605 realdocs chunks (benchmarks/results/embed.md): max 1.1e-2, mean 2.5e-3 on the
     # machine of that benchmark; on these golden texts an AVX2-only AMD EPYC (no VNNI) gives max 8.3e-3,
@@ -58,6 +59,7 @@ def test_mixed_vectors_are_within_their_measured_tolerance(gaps: dict[str, np.nd
     assert mixed.mean() < 0.6 * gaps["onnx-int8"].mean()  # the fp32 parts matter: clearly closer than full int8
 
 
+@pytest.mark.slow  # exports and runs two int8 graphs (module fixture ~25 s); make test-cluster (CI) runs it
 def test_mixed_graph_keeps_the_recipes_parts_in_float(gaps: dict[str, np.ndarray], cache_dir: Path) -> None:
     entry = next(f for f in cache_dir.glob("*-onnx-int8-mixed-*/model.onnx"))
     nodes = onnx.load(str(entry)).graph.node
@@ -72,6 +74,7 @@ def test_mixed_graph_keeps_the_recipes_parts_in_float(gaps: dict[str, np.ndarray
     assert manifest["quantization"] == json.loads(json.dumps(recipe.key()))
 
 
+@pytest.mark.slow  # exports and runs two int8 graphs (module fixture ~25 s); make test-cluster (CI) runs it
 def test_mixed_has_a_fingerprint_of_its_own(gaps: dict[str, np.ndarray]) -> None:
     assert gaps["onnx-int8-mixed"].max() > VECTOR_TOLERANCE  # beyond the shared-fingerprint tolerance …
     mixed = embedder_fingerprint(EmbeddingSettings(runtime="onnx-int8-mixed"))

@@ -52,6 +52,9 @@ def figure_element(kb):
     return elements[0], json.loads(elements[0]["attrs_json"])
 
 
+# a Ray ingest with a tiny VLM, ~33 s; the captioners are tested without Ray in
+# tests/enrich/test_captioners.py; make test-cluster (CI) runs it
+@pytest.mark.slow
 def test_captions_are_stored_once_and_searchable_at_their_figure(tmp_path, figure_sources):
     kb = tmp_path / "kb"
     with serve_openai(model=MODEL) as server:

@@ -34,6 +34,9 @@ def parsers_by_file(kb) -> dict[str, str]:
             if row["version_id"] in active}
 
 
+# a Ray ingest, ~20 s; Docling's parser is tested without Ray in tests/parsing/test_docling_pdf.py;
+# make test-cluster (CI) runs it
+@pytest.mark.slow
 def test_unset_docling_parses_pdfs_with_pdf_text(tmp_path, sources):
     report = run_ingest(ingest_config(tmp_path / "kb", [sources]))
     assert report.fallbacks == 0 and report.documents["new"] == 3
@@ -41,6 +44,7 @@ def test_unset_docling_parses_pdfs_with_pdf_text(tmp_path, sources):
                                                 "notes.txt": "plain_text"}
 
 
+@pytest.mark.slow  # a Ray ingest, ~22 s; make test-cluster (CI) runs it
 def test_docling_without_weights_falls_back_to_pdf_text_and_says_why(tmp_path, sources):
     missing = tmp_path / "no-weights"
     config = ingest_config(tmp_path / "kb", [sources], "parse.docling.enabled=true",

@@ -62,6 +62,9 @@ def test_editing_one_paragraph_embeds_only_the_changed_chunks(tmp_path):
     assert verify_catalog(catalog(tmp_path / "kb")).ok()
 
 
+# a Ray ingest pair, ~30 s; same text in new bytes keeping its chunk ids is tested without Ray in
+# tests/test_processing.py; make test-cluster (CI) runs it
+@pytest.mark.slow
 def test_new_bytes_with_the_same_text_make_a_version_but_no_chunks(tmp_path):
     corpus = small_corpus(tmp_path / "src")
     config = ingest_config(tmp_path / "kb", [corpus])
@@ -92,6 +95,9 @@ def test_full_sync_tombstones_vanished_sources_and_purge_leaves_no_residue(tmp_p
     assert after.ok(strict=True), after.render()
 
 
+# two Ray ingests, ~18 s; the full-sync test above keeps the sync path in the default run;
+# make test-cluster (CI) runs it
+@pytest.mark.slow
 def test_incremental_sync_keeps_vanished_documents(tmp_path):
     corpus = small_corpus(tmp_path / "src")
     config = ingest_config(tmp_path / "kb", [corpus])

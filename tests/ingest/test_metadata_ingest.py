@@ -106,6 +106,9 @@ def test_a_sidecar_edit_updates_the_document_without_a_new_version(ingested):
     assert again.documents.get("metadata_updated") == 0 and again.documents["unchanged"] == 3
 
 
+# a Ray re-ingest, ~17 s; the sidecar edit above keeps metadata updates in the default run;
+# make test-cluster (CI) runs it
+@pytest.mark.slow
 def test_a_touched_file_with_a_new_sidecar_gets_the_new_metadata(ingested):
     """Same bytes, newer mtime (processed, then found unchanged by its hash) and an edited
     sidecar in the same run: the document takes the sidecar's tags, without a new version."""
@@ -123,6 +126,7 @@ def test_a_touched_file_with_a_new_sidecar_gets_the_new_metadata(ingested):
     assert run_ingest(config).documents["metadata_updated"] == 0  # settled: not applied again
 
 
+@pytest.mark.slow  # its own Ray ingest, ~17 s; make test-cluster (CI) runs it
 def test_a_source_entry_names_its_own_collection(tmp_path):
     """Two sources, one with ``collection`` set: its documents land in that collection (and are
     filterable by it), the plain URI's in ``ingest.collection``."""

@@ -50,6 +50,7 @@ def _ingested(tmp_path):
     return corpus, config, build_index(config).generation_id  # live, built by the packaged MiniLM
 
 
+@pytest.mark.slow  # three Ray ingests, ~38 s; make test-cluster (CI) runs it
 def test_an_allowed_switch_in_the_ingest_embeds_unchanged_chunks_and_builds_a_generation_that_answers(
         tmp_path, tiny_model):
     corpus, config, old_generation = _ingested(tmp_path)

@@ -11,7 +11,9 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.ingest.uploads import UploadFields, UploadQueue, ingest_pending
 from tests.index_fixtures import golden_config
 
-pytestmark = pytest.mark.usefixtures("ray_session")
+# a Ray ingest, ~17 s; the upload queue is tested without Ray in tests/ingest/test_uploads.py;
+# make test-cluster (CI) runs it
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
 
 
 def test_pending_uploads_are_micro_batched_into_one_run(tmp_path):

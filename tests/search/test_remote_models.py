@@ -25,6 +25,11 @@ from kb_ray.search.rerank_remote import RemoteReranker, RerankError
 from tests.index_fixtures import GOLDEN_QUERIES, golden_config
 from tests.model_server import serve_models
 
+# the tests over the remote-embedded golden catalog (module fixture: a Ray ingest through the model
+# server, ~36 s) are slow; the remote embedder and reranker clients are tested without Ray in
+# tests/embedding/test_remote_embedder.py and below; make test-cluster (CI) runs them
+SLOW_REMOTE_KB = pytest.mark.slow
+
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -77,6 +82,7 @@ def report_fp(config) -> str:
     return embedder_fingerprint(config.embedding)
 
 
+@SLOW_REMOTE_KB
 def test_remote_ingest_batches_and_records_usage(remote_kb, model_server):
     config, report = remote_kb
     bodies = model_server.bodies("/v1/embeddings")
@@ -90,6 +96,7 @@ def test_remote_ingest_batches_and_records_usage(remote_kb, model_server):
     assert [p.stem for p in probes] == [report_fp(config)]  # recorded by the embed actor (a Ray worker)
 
 
+@SLOW_REMOTE_KB
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
 def test_remote_embedder_ranks_golden_like_the_local_one(remote_searcher, local_searcher, mode):
     assert isinstance(remote_searcher._get_embedder(), RemoteTextEmbedder)
@@ -104,6 +111,7 @@ def test_remote_embedder_ranks_golden_like_the_local_one(remote_searcher, local_
     assert same_top1 == len(GOLDEN_QUERIES) and min(overlap) >= 0.9
 
 
+@SLOW_REMOTE_KB
 def test_remote_reranker_orders_hits_as_the_server_scores_them(remote_kb, remote_searcher, model_server):
     config, _ = remote_kb
     settings = config.search.model_copy(update={"rerank_endpoint": model_server.base_url, "rerank_model": "ce",
@@ -122,6 +130,7 @@ def test_remote_reranker_orders_hits_as_the_server_scores_them(remote_kb, remote
     assert body["model"] == "ce" and body["query"] == query and len(body["documents"]) == 8
 
 
+@SLOW_REMOTE_KB
 def test_a_failing_reranker_keeps_the_fused_order_not_an_error(remote_kb, remote_searcher, model_server):
     config, _ = remote_kb
     settings = config.search.model_copy(update={"rerank_endpoint": model_server.base_url, "rerank_retries": 1,

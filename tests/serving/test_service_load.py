@@ -17,6 +17,10 @@ from kb_ray.serving.app import start_service, stop_service
 from tests.conftest import REPO_ROOT
 from tests.index_fixtures import copy_kb, golden_config
 
+# its own Serve application, ~56 s in all; tests/serving/test_service.py keeps Serve over HTTP in the
+# default run; make test-cluster (CI) runs it
+pytestmark = pytest.mark.slow
+
 PORT = 8769
 URL = f"http://127.0.0.1:{PORT}"
 SEARCHERS = 2
