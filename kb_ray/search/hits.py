@@ -1,4 +1,5 @@
-"""Candidates gathered across shards, and hits hydrated from the hydration rows."""
+"""Candidates gathered across shards (kb_ray/search/shard.py ``gather_ranked``), and hits hydrated
+from the hydration rows."""
 
 from __future__ import annotations
 
@@ -19,17 +20,6 @@ class Candidate:
     row: int
     ranks: dict[str, int | None] = field(default_factory=dict)
     scores: dict[str, float | None] = field(default_factory=dict)
-
-
-def gather(per_shard: list[tuple[SearchShard, tuple]], n: int) -> list[tuple[str, float, int, int]]:
-    """Merge per-shard (rows, scores) into the best ``n`` (chunk_id, score, shard, row); ties by id."""
-    merged = [
-        (shard.chunk_ids[int(row)], float(score), shard.info.shard, int(row))
-        for shard, (rows, scores) in per_shard
-        for row, score in zip(rows, scores)
-    ]
-    merged.sort(key=lambda item: (-item[1], item[0]))
-    return merged[:n]
 
 
 GENERATED_CHUNK_KINDS = frozenset({"figure_description"})  # model-written text: nothing in the document to quote

@@ -210,38 +210,26 @@ def test_deleted_rows_take_their_passages_and_reactivated_rows_bring_them_back(k
     assert recorded == (first.rows, first.passages)
 
 
-def test_a_publication_written_before_passage_tables_gets_one(kb, postgres_dsn):
+def test_a_publication_written_before_passage_tables_and_tie_keys_gets_both(kb, postgres_dsn):
     config = golden_config(kb)
     publisher = PostgresPublisher(config, postgres_dsn)
     first = publisher.publish()
-    with _connect(postgres_dsn) as connection:  # the schema as publishing left it before passage tables
+    with _connect(postgres_dsn) as connection:  # the schema as publishing left it before both
         connection.execute("DROP VIEW kb_passages")
         connection.execute(f"DROP TABLE {passage_table_name(first.table)}")
         connection.execute("ALTER TABLE kb_publications DROP COLUMN passages")
-    result = publisher.publish()
-    assert result.action == "updated" and result.switched and result.rows == first.rows
-    assert result.passages == result.copied_passages == first.passages
-    with _connect(postgres_dsn) as connection:
-        assert_same_passages(table_passages(connection), _served_passages(config))
-        recorded = connection.execute("SELECT passages FROM kb_publications WHERE live").fetchone()[0]
-        hits = hybrid_search(connection, np.ones(_live_dim(connection), np.float32), "pump", k=3)
-    assert recorded == first.passages and len(hits) == 3
-
-
-def test_a_publication_written_before_tie_keys_gains_them_and_its_views_show_them(kb, postgres_dsn):
-    config = golden_config(kb)
-    publisher = PostgresPublisher(config, postgres_dsn)
-    first = publisher.publish()
-    with _connect(postgres_dsn) as connection:  # the schema as publishing left it before tie keys
         connection.execute("DROP VIEW kb_chunks")
         connection.execute(f"ALTER TABLE {first.table} DROP COLUMN tie_key")
         connection.execute(f"CREATE VIEW kb_chunks AS SELECT * FROM {first.table}")
     result = publisher.publish()
     assert result.action == "updated" and result.switched and result.rows == first.rows
+    assert result.passages == result.copied_passages == first.passages
     with _connect(postgres_dsn) as connection:
-        assert _stored_tie_keys(connection) == _kb_ray_tie_keys(config)
+        assert_same_passages(table_passages(connection), _served_passages(config))
+        assert _stored_tie_keys(connection) == _kb_ray_tie_keys(config)  # through the view made again
+        recorded = connection.execute("SELECT passages FROM kb_publications WHERE live").fetchone()[0]
         hits = hybrid_search(connection, np.ones(_live_dim(connection), np.float32), "pump", k=3)
-    assert len(hits) == 3
+    assert recorded == first.passages and len(hits) == 3
     assert publisher.publish().action == "unchanged"
 
 
