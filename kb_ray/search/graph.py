@@ -89,20 +89,23 @@ class ConceptGraph:
 
     def ranked(self, scores: np.ndarray, shards: list[Any], masks: list[np.ndarray],
                n: int) -> list[tuple[str, float, int, int]]:
-        """The ``n`` best chunks with mass as ``(chunk_id, score, shard, row)``, best first (ties by id),
-        each at a shard row its mask allows (a chunk kept by a newer version sits in a segment too)."""
+        """The ``n`` best chunks with mass as ``(chunk_id, score, shard, row)``, best first (ties by
+        the shard's location-independent tie key, then id, as every mode's lists), each at a shard
+        row its mask allows (a chunk kept by a newer version sits in a segment too)."""
         found = np.flatnonzero(scores > 0)
         if len(found) > n:
             cut = np.partition(scores[found], len(found) - n)[len(found) - n]
             found = found[scores[found] >= cut]
-        out = []
-        for row in sorted(found.tolist(), key=lambda r: (-scores[r], self.chunk_ids[r])):
+        placed = []  # (tie key, chunk id, score, shard, shard row)
+        for row in found.tolist():
             for shard, mask in zip(shards, masks):
                 shard_row = int(self._bind(shard)[1][row])
                 if shard_row >= 0 and mask[shard_row]:
-                    out.append((self.chunk_ids[row], float(scores[row]), shard.info.shard, shard_row))
+                    placed.append((shard.tie_keys[shard_row], self.chunk_ids[row], float(scores[row]),
+                                   shard.info.shard, shard_row))
                     break
-        return out[:n]
+        placed.sort(key=lambda item: (-item[2], item[0], item[1]))
+        return [item[1:] for item in placed[:n]]
 
     def _rows(self, shard: Any) -> np.ndarray:
         return self._bind(shard)[0]

@@ -53,6 +53,21 @@ def test_pagerank_on_a_tiny_graph_matches_the_closed_form():
     assert np.allclose(masked, _closed_form(adjacency, seed, hidden, 0.5), rtol=1e-9, atol=1e-12)
 
 
+def test_equal_mass_falls_in_tie_key_order_not_chunk_id_order():
+    """Two chunks in the same place of the graph get the same mass; chunk ids follow the source path,
+    so the order between them is the shard's content tie key's, as in the dense and lexical lists."""
+    from types import SimpleNamespace
+
+    edges = (np.array([0, 1], np.int32), np.array([0, 0], np.int32), np.array([1.0, 1.0]))
+    graph = ConceptGraph({}, ["chunk-a", "chunk-b"], ["k0"], ["k0"], np.array([2.0]), edges)
+    scores = graph.rank(np.array([1.0]), np.ones(2, bool), restart=0.5, iterations=30)
+    assert scores[0] == scores[1] > 0
+    shard = SimpleNamespace(chunk_ids=["chunk-b", "chunk-a"], tie_keys=["1111|b.txt|000000000", "9999|a.txt|000000000"],
+                            info=SimpleNamespace(shard=0))
+    ranked = graph.ranked(scores, [shard], [np.ones(2, bool)], n=2)
+    assert [(cid, row) for cid, _, _, row in ranked] == [("chunk-b", 0), ("chunk-a", 1)]
+
+
 def test_query_concepts_seed_the_nodes_weighted_by_specificity():
     chunk, concept, weight = (np.array(column) for column in zip(*EDGES))
     keys = ["seal", "pump", "gasket", "seal kit"]  # df 2, 2, 1, 1
