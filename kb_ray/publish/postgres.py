@@ -107,13 +107,11 @@ class PostgresPublisher:
             connection.execute("SELECT pg_advisory_xact_lock(%s)", [schema.LOCK_KEY])
             self._ensure_schema(connection)
             existing = self._published_versions(connection, table)
-            upgraded = False
             if existing is None:
                 result = self._create(connection, served, table)
             else:
-                upgraded = _add_tie_key(connection, table)
-                result = self._sync(connection, served, table, existing, upgraded=upgraded)
-            switched = self._switch_if_needed(connection, table, force=upgraded)
+                result = self._sync(connection, served, table, existing)
+            switched = self._switch_if_needed(connection, table)
             dropped = self._drop_others(connection, table) if drop_old else []
             seconds = round(time.perf_counter() - started, 3)
             if result.action != "unchanged":
@@ -190,8 +188,7 @@ class PostgresPublisher:
         return PublishResult("published", table, manifest.generation_id, served.segment, copied, copied_rows=copied,
                              passages=copied_passages, copied_passages=copied_passages, timings=timings)
 
-    def _sync(self, connection, served: ServedRows, table: str, existing: set[str], *,
-              upgraded: bool = False) -> PublishResult:
+    def _sync(self, connection, served: ServedRows, table: str, existing: set[str]) -> PublishResult:
         """Tombstones and reactivations since the last publish of the same generation and segments."""
         from psycopg import sql
 
@@ -203,6 +200,7 @@ class PostgresPublisher:
                 sql.Identifier(table)), [gone]).rowcount
         added = self._add_passage_table(connection, served, table, versions=existing & wanted)
         copied_passages = added or 0
+        upgraded = _add_tie_key(connection, table)
         if back:
             returning = served.where(_version_mask(served.rows, back))
             copied = copy_rows(connection, table, returning.rows, returning.vectors, batch_rows=self.batch_rows)
@@ -234,12 +232,12 @@ class PostgresPublisher:
     # -- the view and old tables ---------------------------------------------------------------
 
     @staticmethod
-    def _switch_if_needed(connection, table: str, *, force: bool = False) -> bool:
-        """``force``: the table gained a column, which a view made before does not show."""
+    def _switch_if_needed(connection, table: str) -> bool:
+        """(Re)make the views unless they already show every column of ``table`` and its passage
+        table (a view made by ``SELECT *`` does not show a column added to its table later)."""
         live = connection.execute(f"SELECT table_name FROM {schema.PUBLICATIONS} WHERE live").fetchone()
-        view = connection.execute("SELECT to_regclass(%s)", [schema.VIEW]).fetchone()[0]
-        passages_view = connection.execute("SELECT to_regclass(%s)", [schema.PASSAGES_VIEW]).fetchone()[0]
-        if not force and live and live[0] == table and view is not None and passages_view is not None:
+        if live and live[0] == table and all(_shows_every_column(connection, view, source) for view, source in (
+                (schema.VIEW, table), (schema.PASSAGES_VIEW, passage_table_name(table)))):
             return False
         statements = schema.switch_view(table, passage_table_name(table))
         for statement in statements[:-1]:
@@ -260,12 +258,22 @@ class PostgresPublisher:
         return others
 
 
+def _columns(connection, relation: str) -> set[str]:
+    return {row[0] for row in connection.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = %s", [relation])}
+
+
+def _shows_every_column(connection, view: str, source: str) -> bool:
+    """The view exists and has every column of ``source``."""
+    shown = _columns(connection, view)
+    return bool(shown) and _columns(connection, source) <= shown
+
+
 def _add_tie_key(connection, table: str) -> bool:
     """A publication written before tie keys gains its generated column (a rewrite of the table);
     True when it did."""
-    found = connection.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-                               "AND table_name = %s AND column_name = 'tie_key'", [table]).fetchone()
-    if found is not None:
+    if "tie_key" in _columns(connection, table):
         return False
     logger.info("%s was published without tie keys: adding the column", table)
     connection.execute(schema.add_tie_key(table))

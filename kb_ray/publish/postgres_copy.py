@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from kb_ray.embedding.fingerprint import HEADING_SEPARATOR
+from kb_ray.index.channels import file_name
 from kb_ray.publish import postgres_schema as schema
 from kb_ray.publish.served import RowVectors
 
@@ -73,15 +74,11 @@ def publication_records(rows: pa.Table, vectors: np.ndarray) -> Iterator[tuple]:
                         "ordinal", "chunk_kind"]).to_pylist()
     for row, vector in zip(data, vectors):
         yield (row["chunk_id"], row["document_id"], row["version_id"], row["title"], row["uri"],
-               _file_name(row["uri"]), row["collection"], row["tags"] or [], row["mime"], row["created_at"],
+               file_name(row["uri"]) or None, row["collection"], row["tags"] or [], row["mime"], row["created_at"],
                row["acl"] or [], Jsonb(_metadata(row["metadata_json"])), row["text"],
                HEADING_SEPARATOR.join(row["heading_path"] or []), row["heading_path"] or [],
                Jsonb(row["spans"] or []), row["pages"] or [], Jsonb(row["regions"] or []), row["ordinal"],
                row["chunk_kind"], vector)
-
-
-def _file_name(uri: str | None) -> str | None:
-    return uri.rstrip("/").rsplit("/", 1)[-1] if uri else None
 
 
 def _metadata(text: str | None) -> dict:

@@ -264,7 +264,7 @@ BEGIN
     -- equal distances, ranks and scores fall in kb-ray's tie order (tie_key), then by chunk id
     WITH dense AS (  -- a chunk's distance: the least of its own vector's and its passages'
         SELECT b.chunk_id, row_number() OVER (ORDER BY b.distance, b.tie_key, b.chunk_id)::integer AS rank
-        FROM (SELECT u.chunk_id, u.distance, t.tie_key
+        FROM (SELECT best.chunk_id, best.distance, t.tie_key
               FROM (SELECT u.chunk_id, min(u.distance) AS distance
                     FROM ((SELECT v.chunk_id, v.embedding <=> query_vec AS distance FROM kb_chunks v
                            WHERE query_vec IS NOT NULL
@@ -273,8 +273,8 @@ BEGIN
                            ORDER BY v.embedding <=> query_vec LIMIT candidates)
                           UNION ALL
                           SELECT * FROM unnest(passage_chunks, passage_distances) AS p(chunk_id, distance)) u
-                    GROUP BY u.chunk_id) u
-              JOIN kb_chunks t ON t.chunk_id = u.chunk_id
+                    GROUP BY u.chunk_id) best
+              JOIN kb_chunks t ON t.chunk_id = best.chunk_id
               ORDER BY 2, 3, 1 LIMIT candidates) b
     ), lexical AS (
         SELECT c.chunk_id, row_number() OVER (ORDER BY c.rank DESC, c.tie_key, c.chunk_id)::integer AS rank
