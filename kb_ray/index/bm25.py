@@ -98,6 +98,15 @@ class Bm25Matrix:
         frequency = dict(zip(self.terms[present].tolist(), df[present].tolist()))
         return frequency, int(live.sum()), int(self.lengths.astype(np.int64)[live].sum())
 
+    def document_frequency(self, terms: list[str], live: np.ndarray | None = None) -> dict[str, int]:
+        """Per distinct term, how many rows hold it (only rows where ``live`` is set, when given)."""
+        out = {}
+        for term in dict.fromkeys(terms):
+            index = self._ids.get(term)
+            rows = self.rows[self.indptr[index]:self.indptr[index + 1]] if index is not None else self.rows[:0]
+            out[term] = int(len(rows) if live is None else np.count_nonzero(live[rows]))
+        return out
+
     def scores(self, terms: list[str]) -> np.ndarray:
         """BM25 of every row for these (distinct) query terms; 0 where none occurs."""
         ids = [self._ids[t] for t in dict.fromkeys(terms) if t in self._ids]

@@ -74,15 +74,17 @@ class HitAssembler:
             hits[i]["evidence"] = evidence
 
     def confidence(self, query: str, hits: list[dict[str, Any]], *, dense_floor: float | None,
-                   mode: str | None = None) -> bool | None:
+                   mode: str | None = None, unknown: float = 0.0) -> bool | None:
         """Set ``hit["confidence"]`` with the model of the evidence ``mode`` (default
-        ``search.evidence``); return ``abstain`` (None when no threshold is known, or when no hit
-        has a dense score: measured on the realdocs test split, lexical mode then abstained on
-        every query)."""
+        ``search.evidence``); ``unknown``: the query's share of terms the generation lacks
+        (kb_ray/search/confidence.py). Return ``abstain`` (None when no threshold is known, or
+        when no hit has a dense score: measured on the realdocs test split, lexical mode then
+        abstained on every query)."""
         mode = mode or self.settings.evidence
         features = [hit_features(hit, query=query, dense_floor=dense_floor) for hit in hits]
-        for hit, value, raw in zip(hits, self.model_for(mode).predict(features), features):
-            hit["confidence"], hit["confidence_features"] = value, {k: round(v, 4) for k, v in raw.items()}
+        for hit, value, raw in zip(hits, self.model_for(mode).predict(features, unknown=unknown), features):
+            hit["confidence"] = value
+            hit["confidence_features"] = {**{k: round(v, 4) for k, v in raw.items()}, "unknown": round(unknown, 4)}
         below = self.threshold(mode)
         if below is None or not any((hit.get("scores") or {}).get("dense") is not None for hit in hits):
             return None  # fitted on hybrid hits: without a dense signal (lexical mode) abstention is not calibrated

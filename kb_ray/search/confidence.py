@@ -14,6 +14,16 @@ fusion (:data:`FEATURES`):
   its chunk's ``dense`` value instead (so with ``search.evidence: lexical`` it equals ``dense``);
 * ``agree`` — 1 when both dense and lexical retrieved the hit.
 
+One signal belongs to the query, not to a hit: ``unknown``, the IDF-weighted share of the
+query's analyzed terms that no chunk of the generation holds in its BM25 body and that are
+not common English words (:func:`unknown_share`, :func:`common_words`; "DKMS" or "xdist"
+asked of a knowledge base that never mentions them). It lowers every hit's confidence
+alike, ``z - unknown_penalty * unknown`` in logit space, so it changes no order and only
+moves abstention. Fitted per hit, a query-level
+signal learns nothing about which hit is relevant, so ``unknown_penalty`` is chosen
+separately on the dev split, by the no-answer AUROC of the best hit (kb_ray/eval/calibrate.py);
+a model without it (older artifacts) has penalty 0.
+
 Coefficients live in versioned JSON artifacts beside this file, one per ``search.evidence``
 mode they were fitted with (:func:`packaged_model_path`: ``confidence_model.json`` for
 ``hybrid``, ``confidence_model_lexical.json`` for ``lexical``), fitted on a dev split by
@@ -23,14 +33,19 @@ mode they were fitted with (:func:`packaged_model_path`: ``confidence_model.json
 from __future__ import annotations
 
 import json
+import logging
 import math
+from collections.abc import Container
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kb_ray.search.evidence import query_terms
+
+logger = logging.getLogger(__name__)
 
 FEATURES = ("dense", "lexical", "evidence_cosine", "evidence_coverage", "agree")
 DEFAULT_MODEL_PATH = Path(__file__).with_name("confidence_model.json")  # fitted with search.evidence: hybrid
@@ -75,6 +90,7 @@ class ConfidenceModel:
     scale: dict[str, float]
     abstain_below: float | None = None
     info: dict[str, Any] | None = None
+    unknown_penalty: float = 0.0  # logit shift per unit of the query's ``unknown`` share
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_MODEL_PATH) -> ConfidenceModel:
@@ -86,21 +102,60 @@ class ConfidenceModel:
             raise ConfidenceModelError(f"{path} is not a {MODEL_FORMAT} model over {FEATURES}: refit it with "
                                        "python -m kb_ray.eval.calibrate")
         return cls(coef=data["coef"], intercept=float(data["intercept"]), mean=data["mean"], scale=data["scale"],
-                   abstain_below=data.get("abstain_below"), info=data.get("info"))
+                   abstain_below=data.get("abstain_below"), info=data.get("info"),
+                   unknown_penalty=float(data.get("unknown_penalty", 0.0)))
 
-    def predict(self, features: list[dict[str, float]]) -> list[float]:
-        if not features:
-            return []
-        z = np.full(len(features), self.intercept)
+    def predict(self, features: list[dict[str, float]], *, unknown: float = 0.0) -> list[float]:
+        """Confidence of each hit, to 4 decimals; ``unknown``: the query's :func:`unknown_share`."""
+        return [round(float(v), 4) for v in 1.0 / (1.0 + np.exp(-self.logits(features, unknown=unknown)))]
+
+    def logits(self, features: list[dict[str, float]], *, unknown: float = 0.0) -> np.ndarray:
+        """The unrounded log-odds behind :meth:`predict` (what calibration compares)."""
+        z = np.full(len(features), self.intercept - self.unknown_penalty * unknown)
         for name in FEATURES:
             x = np.array([f[name] for f in features], dtype=np.float64)
             z += self.coef[name] * (x - self.mean[name]) / self.scale[name]
-        return [round(float(v), 4) for v in 1.0 / (1.0 + np.exp(-z))]
+        return z
 
     def to_json(self) -> str:
         return json.dumps({"format": MODEL_FORMAT, "features": list(FEATURES), "coef": self.coef,
                            "intercept": self.intercept, "mean": self.mean, "scale": self.scale,
-                           "abstain_below": self.abstain_below, "info": self.info or {}}, indent=2) + "\n"
+                           "abstain_below": self.abstain_below, "unknown_penalty": self.unknown_penalty,
+                           "info": self.info or {}}, indent=2) + "\n"
+
+
+def unknown_share(terms: list[str], document_frequency: dict[str, int], documents: int, *,
+                  common: Container[str] = frozenset()) -> float:
+    """The IDF-weighted share of the distinct ``terms`` that no document holds and that are not
+    ``common`` words (BM25's IDF, kb_ray/index/bm25.py, over ``documents``); 0 for a query
+    without terms."""
+    distinct = list(dict.fromkeys(terms))
+    if not distinct or documents <= 0:
+        return 0.0
+    idf = {t: math.log1p((documents - document_frequency.get(t, 0) + 0.5) / (document_frequency.get(t, 0) + 0.5))
+           for t in distinct}
+    missing = sum(idf[t] for t in distinct if not document_frequency.get(t, 0) and t not in common)
+    return round(missing / sum(idf.values()), 6)
+
+
+@lru_cache(maxsize=1)
+def common_words() -> frozenset[str] | None:
+    """Whole words of the packaged MiniLM's WordPiece vocabulary (``tokenizer.json``): the
+    ~22k most frequent words of its English training text. A knowledge base that lacks one
+    of them ("phone", "money") says little about the question, for a small one lacks most;
+    a query word outside it and outside the knowledge base ("dkms", "xdist") says more.
+    ``None`` where the packaged model is not installed (a serve-only install without the
+    ``embed`` extra): the ``unknown`` signal is then off."""
+    from kb_ray.embedding.model_files import default_model_path
+    from kb_ray.errors import KbRayError
+
+    try:
+        path = default_model_path() / "tokenizer.json"
+        vocabulary = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
+    except (KbRayError, OSError, KeyError, json.JSONDecodeError) as exc:
+        logger.warning("no common-word list (%s): confidence ignores query terms the knowledge base lacks", exc)
+        return None
+    return frozenset(word for word in vocabulary if word.isalpha() and not word.startswith("##"))
 
 
 def fit_logistic(rows: list[dict[str, float]], labels: list[int], *, l2: float = 1.0,

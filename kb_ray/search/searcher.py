@@ -39,7 +39,7 @@ from kb_ray.search.hits import Candidate, ChunkLocator, chunk_text, hydrate
 from kb_ray.search.pages import PAGE_SHARD, PageIndex
 from kb_ray.search.rerank import Reranker, reranker_from_settings
 from kb_ray.search.segment_sets import SegmentSets, attach_segments
-from kb_ray.search.shard import SearchShard, gather_ranked
+from kb_ray.search.shard import SearchShard, gather_ranked, unknown_terms_share
 from kb_ray.search.tree import LlmNavigator, SectionTree, section_chunks
 
 logger = logging.getLogger(__name__)
@@ -348,7 +348,8 @@ class HybridSearcher:
         elif query_vector is None and wants_vector and query.strip():
             query_vector = self._query_vector(query, None, loaded.manifest)
         self.assembler.evidence(query, hits, chunks, query_vector, mode=evidence)
-        return self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates), mode=evidence)
+        return self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates), mode=evidence,
+                                         unknown=unknown_terms_share(query, loaded.shards))
 
     def _evidence_mode(self, evidence: str | None) -> str:
         if evidence is None:

@@ -18,6 +18,7 @@ from kb_ray.index.channels import tie_keys
 from kb_ray.index.dense import FaissShard, MultiVectorShard
 from kb_ray.index.lexical import lexical_index_class
 from kb_ray.index.manifest import ShardInfo
+from kb_ray.search.confidence import common_words, unknown_share
 from kb_ray.search.filters import SearchFilter, metadata_column
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,27 @@ class SearchShard:
         if self.lexical_index is None or not mask.any():
             return _empty()
         return self.lexical_index.search(query, k, None if mask.all() else mask, weights=weights)
+
+
+def unknown_terms_share(query: str, shards: list[SearchShard]) -> float:
+    """The query's IDF-weighted share of uncommon terms no visible chunk holds in its BM25 body,
+    over every shard (kb_ray/search/confidence.py ``unknown_share``); 0 without a channel index
+    or without the common-word list."""
+    common = common_words()
+    if common is None:
+        return 0.0
+    document_frequency: dict[str, int] = {}
+    terms: list[str] = []
+    documents = 0
+    for shard in shards:
+        statistics = getattr(shard.lexical_index, "body_statistics", None)
+        if statistics is None:
+            return 0.0
+        terms, frequency, rows = statistics(query, shard.visible)
+        documents += rows
+        for term, count in frequency.items():
+            document_frequency[term] = document_frequency.get(term, 0) + count
+    return unknown_share(terms, document_frequency, documents, common=common)
 
 
 def gather_ranked(per_shard: list[tuple[SearchShard, Rows]], n: int) -> list[tuple[str, float, int, int]]:

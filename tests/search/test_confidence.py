@@ -16,6 +16,7 @@ from kb_ray.search.confidence import (
     fit_logistic,
     hit_features,
     packaged_model_path,
+    unknown_share,
 )
 
 
@@ -127,3 +128,76 @@ def test_abstain_is_unknown_without_a_dense_signal_and_decided_with_one():
     assert 0.0 <= lexical_only[0]["confidence"] <= 1.0
     weak = [{"scores": {"dense": 0.05, "lexical": 0.1}, "evidence": None}]
     assert assembler.confidence("pump seal kit", weak, dense_floor=0.05) is True
+
+
+def test_unknown_share_weighs_missing_terms_by_their_idf():
+    frequency = {"seal": 40, "pump": 3}
+    assert unknown_share(["pump", "seal"], frequency, 100) == 0.0
+    assert unknown_share(["zorblax"], frequency, 100) == 1.0
+    assert unknown_share([], frequency, 100) == 0.0
+    both = unknown_share(["seal", "zorblax"], frequency, 100)
+    rare = unknown_share(["pump", "zorblax"], frequency, 100)
+    assert 0.5 < both < 1.0  # the missing term has the highest IDF, so it weighs more than half
+    assert rare < both  # beside a rare known term it weighs less than beside a common one
+    assert unknown_share(["zorblax", "zorblax", "seal"], frequency, 100) == both  # distinct terms
+
+
+def test_the_assembler_passes_the_querys_unknown_share_to_the_model():
+    from kb_ray.config import SearchSettings
+    from kb_ray.search.assembly import HitAssembler
+
+    assembler = HitAssembler(SearchSettings(), embedder=lambda: None)
+    assert assembler.model.unknown_penalty > 0  # the packaged model was calibrated with one
+    plain, odd = [_hit()], [_hit()]
+    assembler.confidence("pump seal kit", plain, dense_floor=None)
+    assembler.confidence("pump seal kit", odd, dense_floor=None, unknown=0.5)
+    assert odd[0]["confidence"] < plain[0]["confidence"]
+    assert (plain[0]["confidence_features"]["unknown"], odd[0]["confidence_features"]["unknown"]) == (0.0, 0.5)
+
+
+def test_the_unknown_penalty_lowers_every_confidence_alike_and_keeps_the_order():
+    from dataclasses import replace
+
+    model = replace(_fitted(), unknown_penalty=5.0)
+    hits = [hit_features(_hit(dense=d, lexical=d * 10), query="pump seal kit", dense_floor=None)
+            for d in (0.2, 0.4, 0.6)]
+    plain, penalized = model.predict(hits), model.predict(hits, unknown=0.5)
+    assert plain == replace(model, unknown_penalty=0.0).predict(hits, unknown=0.5)
+    assert all(p < q for p, q in zip(penalized, plain))
+    assert np.argsort(penalized).tolist() == np.argsort(plain).tolist()
+    logit = lambda c: np.log(c / (1 - c))  # noqa: E731
+    assert np.allclose(logit(np.array(plain)) - logit(np.array(penalized)), 2.5, atol=0.01)
+
+
+def test_a_model_written_before_the_unknown_penalty_loads_with_none(tmp_path):
+    data = json.loads(_fitted().to_json())
+    del data["unknown_penalty"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    assert ConfidenceModel.load(path).unknown_penalty == 0.0
+
+
+def test_calibration_chooses_a_penalty_only_where_unknown_terms_mark_the_no_answer_questions():
+    from kb_ray.eval.calibrate import choose_unknown_penalty, fit, recalibrate
+
+    rng = np.random.default_rng(3)
+
+    def rows(informative: bool) -> list[dict]:
+        out = []
+        for n in range(80):
+            answerable = n % 4 != 0
+            hits = [({"dense": rng.normal(0.45 if answerable else 0.4, 0.1), "lexical": rng.normal(0.4, 0.1),
+                      "evidence_cosine": 0.5, "evidence_coverage": rng.uniform(0, 1), "agree": 1.0},
+                     int(answerable and k == 0)) for k in range(5)]
+            unknown = (0.0 if answerable else 0.6) if informative else 0.6  # else: every query alike
+            out.append({"answerable": answerable, "unknown": unknown, "hits": hits})
+        return out
+
+    informative = fit(rows(True), info={})
+    assert informative.unknown_penalty > 0
+    kept = recalibrate(rows(True), _fitted(), {"fitted_on": "dev.jsonl"})  # another model's hit coefficients
+    assert (kept.coef, kept.intercept) == (_fitted().coef, _fitted().intercept)
+    assert kept.unknown_penalty > 0 and kept.abstain_below is not None
+    assert kept.info["recalibrated"] == {"fitted_on": "dev.jsonl"}
+    assert choose_unknown_penalty(rows(False), informative) == 0.0  # a shift every query shares ranks nothing
+    assert choose_unknown_penalty([r for r in rows(True) if r["answerable"]], informative) == 0.0

@@ -153,3 +153,16 @@ def test_every_hit_carries_lineage_of_its_run_and_generation(searcher, golden_kb
         assert lineage["run_id"] in run_ids and lineage["generation"] == searcher.generation
         assert lineage["parser"] and lineage["parser_version"] and lineage["chunker"] and lineage["embedder"]
         assert lineage["catalog_versions"]["documents"] >= 0
+
+
+def test_a_query_term_no_chunk_holds_is_counted_over_every_shard(searcher, golden_kb, tmp_path, text_embedder):
+    """``confidence_features["unknown"]``: the IDF share of query terms no chunk holds, from the
+    generation-wide document frequencies, so 1 shard and 3 shards give the same share."""
+    query = "how many eelgrass shoots were zorblaxified"
+    share = searcher.search(query, k=3).hits[0]["confidence_features"]["unknown"]
+    assert 0.0 < share < 1.0
+    assert searcher.search("how many eelgrass shoots were transplanted", k=3).hits[0]["confidence_features"]["unknown"] == 0.0
+    config = golden_config(copy_kb(golden_kb, tmp_path / "kb"), "index.shards=3")
+    three = HybridSearcher.open(config, generation_id=build_index(config).generation_id, embedder=text_embedder)
+    assert len(three._loaded.shards) == 3
+    assert three.search(query, k=3).hits[0]["confidence_features"]["unknown"] == share
