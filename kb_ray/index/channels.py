@@ -141,12 +141,11 @@ class ChannelBm25Index:
         spec = meta["analyzer"]
         return cls(matrices, tie_order, TextAnalyzer(stem=spec["stem"], identifiers=spec["identifiers"]))
 
-    def body_statistics(self, query: str, live: np.ndarray | None = None) -> tuple[list[str], dict[str, int], int]:
-        """The query's analyzed terms, how many of this shard's rows hold each in their body, and
-        the rows counted (only ``live`` rows, when given)."""
-        terms = list(dict.fromkeys(self.analyzer.terms(query)))
+    def body_frequency(self, terms: list[str], live: np.ndarray | None = None) -> tuple[dict[str, int], int]:
+        """How many of this shard's rows hold each term in their body, and how many rows were
+        counted (only ``live`` rows, when given)."""
         rows = len(self.tie_order) if live is None else int(np.count_nonzero(live))
-        return terms, self.matrices["body"].document_frequency(terms, live), rows
+        return self.matrices["body"].document_frequency(terms, live), rows
 
     def search(self, query: str, k: int, mask: np.ndarray | None = None,
                weights: Mapping[str, float] | None = None) -> Rows:

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from kb_ray.index.bm25 import CorpusStatistics
 from kb_ray.search.evidence import query_terms
 
 logger = logging.getLogger(__name__)
@@ -124,17 +125,15 @@ class ConfidenceModel:
                            "info": self.info or {}}, indent=2) + "\n"
 
 
-def unknown_share(terms: list[str], document_frequency: dict[str, int], documents: int, *,
-                  common: Container[str] = frozenset()) -> float:
-    """The IDF-weighted share of the distinct ``terms`` that no document holds and that are not
-    ``common`` words (BM25's IDF, kb_ray/index/bm25.py, over ``documents``); 0 for a query
-    without terms."""
+def unknown_share(terms: list[str], statistics: CorpusStatistics, *, common: Container[str] = frozenset()) -> float:
+    """The IDF-weighted share of the distinct ``terms`` that no document of ``statistics`` holds
+    and that are not ``common`` words (BM25's IDF, kb_ray/index/bm25.py); 0 for a query without
+    terms."""
     distinct = list(dict.fromkeys(terms))
-    if not distinct or documents <= 0:
+    if not distinct or statistics.documents <= 0:
         return 0.0
-    idf = {t: math.log1p((documents - document_frequency.get(t, 0) + 0.5) / (document_frequency.get(t, 0) + 0.5))
-           for t in distinct}
-    missing = sum(idf[t] for t in distinct if not document_frequency.get(t, 0) and t not in common)
+    idf = {t: statistics.idf(t) for t in distinct}
+    missing = sum(idf[t] for t in distinct if not statistics.document_frequency.get(t, 0) and t not in common)
     return round(missing / sum(idf.values()), 6)
 
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kb_ray.index.bm25 import CorpusStatistics
 from kb_ray.index.channels import tie_keys
 from kb_ray.index.dense import FaissShard, MultiVectorShard
 from kb_ray.index.lexical import lexical_index_class
@@ -106,20 +107,18 @@ def unknown_terms_share(query: str, shards: list[SearchShard]) -> float:
     over every shard (kb_ray/search/confidence.py ``unknown_share``); 0 without a channel index
     or without the common-word list."""
     common = common_words()
-    if common is None:
+    indexes = [shard.lexical_index for shard in shards]
+    if common is None or not indexes or not all(hasattr(index, "body_frequency") for index in indexes):
         return 0.0
-    document_frequency: dict[str, int] = {}
-    terms: list[str] = []
+    terms = list(dict.fromkeys(indexes[0].analyzer.terms(query)))  # one generation, one analyzer
+    document_frequency: dict[str, int] = dict.fromkeys(terms, 0)
     documents = 0
     for shard in shards:
-        statistics = getattr(shard.lexical_index, "body_statistics", None)
-        if statistics is None:
-            return 0.0
-        terms, frequency, rows = statistics(query, shard.visible)
+        frequency, rows = shard.lexical_index.body_frequency(terms, shard.visible)
         documents += rows
         for term, count in frequency.items():
-            document_frequency[term] = document_frequency.get(term, 0) + count
-    return unknown_share(terms, document_frequency, documents, common=common)
+            document_frequency[term] += count
+    return unknown_share(terms, CorpusStatistics(document_frequency, documents, 0.0), common=common)
 
 
 def gather_ranked(per_shard: list[tuple[SearchShard, Rows]], n: int) -> list[tuple[str, float, int, int]]:

@@ -131,15 +131,18 @@ def test_abstain_is_unknown_without_a_dense_signal_and_decided_with_one():
 
 
 def test_unknown_share_weighs_missing_terms_by_their_idf():
-    frequency = {"seal": 40, "pump": 3}
-    assert unknown_share(["pump", "seal"], frequency, 100) == 0.0
-    assert unknown_share(["zorblax"], frequency, 100) == 1.0
-    assert unknown_share([], frequency, 100) == 0.0
-    both = unknown_share(["seal", "zorblax"], frequency, 100)
-    rare = unknown_share(["pump", "zorblax"], frequency, 100)
+    from kb_ray.index.bm25 import CorpusStatistics
+
+    statistics = CorpusStatistics({"seal": 40, "pump": 3}, 100, 0.0)
+    assert unknown_share(["pump", "seal"], statistics) == 0.0
+    assert unknown_share(["zorblax"], statistics) == 1.0
+    assert unknown_share([], statistics) == 0.0
+    both = unknown_share(["seal", "zorblax"], statistics)
+    rare = unknown_share(["pump", "zorblax"], statistics)
     assert 0.5 < both < 1.0  # the missing term has the highest IDF, so it weighs more than half
     assert rare < both  # beside a rare known term it weighs less than beside a common one
-    assert unknown_share(["zorblax", "zorblax", "seal"], frequency, 100) == both  # distinct terms
+    assert unknown_share(["zorblax", "zorblax", "seal"], statistics) == both  # distinct terms
+    assert unknown_share(["seal", "zorblax"], statistics, common={"zorblax"}) == 0.0
 
 
 def test_the_assembler_passes_the_querys_unknown_share_to_the_model():
