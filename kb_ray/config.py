@@ -103,14 +103,16 @@ class EnrichSettings(_Settings):
 class ChunkingSettings(_Settings):
     """How documents become chunks (docs/chunking.md). The structural chunker's budget is
     counted in ``tokenizer`` tokens: ``wordpiece`` is a model's own tokenizer
-    (``tokenizer_path``, default the packaged all-MiniLM-L6-v2's), so a chunk is what the
-    embedder reads whole; ``regex`` counts words and punctuation (the old budget)."""
+    (``tokenizer_path``, default the packaged all-MiniLM-L6-v2's), heading path included;
+    ``regex`` counts words and punctuation (the old budget). A chunk longer than the embedder's
+    input is read whole through its passage vectors (``index.passage_chars``)."""
 
     strategy: Literal["structural", "recursive"] = "structural"
     tokenizer: Literal["wordpiece", "regex"] = "wordpiece"
     tokenizer_path: str | None = None  # wordpiece: a model directory with tokenizer.json; None: packaged MiniLM
-    max_tokens: int | None = Field(None, ge=16, description="structural: token budget per chunk; None: 254 "
-                                   "wordpiece (MiniLM's 256 positions less [CLS]/[SEP]) or 200 regex tokens")
+    max_tokens: int | None = Field(None, ge=16, description="structural: token budget per chunk; None: 512 "
+                                   "wordpiece (past MiniLM's 254: passage vectors read the rest, "
+                                   "index.passage_chars) or 200 regex tokens")
     chunk_chars: int = Field(2048, ge=64, description="recursive: window size in characters")
     overlap: int = Field(200, ge=0, description="recursive: overlap in characters")
 

@@ -7,15 +7,15 @@ so a file parses the same way on a laptop and on a cluster.
 from __future__ import annotations
 
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from kb_ray import ids
 from kb_ray.chunking.base import Chunker
 from kb_ray.chunking.recursive import RecursiveChunker
 from kb_ray.chunking.structural import StructuralChunker
-from kb_ray.chunking.tokens import SPECIAL_TOKENS, WordPieceCounter
+from kb_ray.chunking.tokens import WordPieceCounter
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
-from kb_ray.embedding.model_files import read_model_layout, resolve_model_path
+from kb_ray.embedding.model_files import resolve_model_path
 from kb_ray.model import DocumentVersion, Page
 from kb_ray.outcomes import Reason, render_error
 from kb_ray.parsing.base import ParseLimits
@@ -24,6 +24,11 @@ from kb_ray.parsing.router import DEFAULT_ROUTES, DOCLING_PDF_ROUTES, ParserRout
 from kb_ray.structure.builder import StructureBuilder
 
 REGEX_BUDGET = 200  # regex tokens: ~230 WordPiece for English prose, more for technical text
+# wordpiece tokens per chunk, heading path included: about 850 characters on average on the realdocs
+# corpus (the naive reference's windows are 800). Longer than MiniLM's 254-piece input: the chunk's
+# own vector reads its start and its passage vectors (index.passage_chars) read all of it
+# (benchmarks/results/eval.md, "Chunk budget 512").
+WORDPIECE_BUDGET = 512
 
 
 def build_chunker(settings: ChunkingSettings) -> Chunker:
@@ -33,13 +38,8 @@ def build_chunker(settings: ChunkingSettings) -> Chunker:
     if settings.tokenizer == "regex":
         return StructuralChunker(max_tokens=settings.max_tokens or REGEX_BUDGET)
     path = resolve_model_path(settings.tokenizer_path)
-    return StructuralChunker(max_tokens=settings.max_tokens or wordpiece_budget(path),
+    return StructuralChunker(max_tokens=settings.max_tokens or WORDPIECE_BUDGET,
                              counter=WordPieceCounter(path), headings_in_budget=True)
-
-
-def wordpiece_budget(model_dir: Path) -> int:
-    """The model's input length less its special tokens: the longest chunk it embeds whole."""
-    return read_model_layout(model_dir).max_seq_length - SPECIAL_TOKENS
 
 
 def parse_routes(settings: ParseSettings) -> dict[str, list[str]]:

@@ -1,7 +1,7 @@
 """Passage vectors: a chunk's dense score is its best passage's (``index.passage_chars``).
 
-A chunk of up to 254 word pieces is one vector, and a question about one of its sentences
-matches that mean of every sentence weakly: the packaged MiniLM was trained on short
+A chunk of up to 512 word pieces is one vector of its first 254 (MiniLM's input), and a
+question about one of its sentences matches that mean weakly: the packaged MiniLM was trained on short
 passages. So a chunk longer than ``passage_chars`` characters is also embedded as passages:
 its sentences grouped, in order and without overlap, into windows of at most that many
 characters (a longer sentence is a window alone), each with the chunk's heading path as the
@@ -38,10 +38,12 @@ Passages = tuple[np.ndarray, np.ndarray]  # (owners: the row of each vector, vec
 
 def passage_spans(text: str, *, max_chars: int) -> list[Span]:
     """The passage windows of ``text``: consecutive sentences up to ``max_chars`` characters,
-    without overlap; ``[]`` when the whole text is one window (or ``max_chars`` is 0)."""
+    without overlap, a sentence longer than that (a table, a code block, a list without
+    full stops) cut at whitespace into windows of at most ``max_chars``; ``[]`` when the whole
+    text is one window (or ``max_chars`` is 0)."""
     if max_chars <= 0 or len(text.strip()) <= max_chars:
         return []
-    sentences = sentence_bounds(text)
+    sentences = [piece for sentence in sentence_bounds(text) for piece in _cut(text, sentence, max_chars)]
     windows: list[Span] = []
     start = 0
     while start < len(sentences):
@@ -51,6 +53,23 @@ def passage_spans(text: str, *, max_chars: int) -> list[Span]:
         windows.append((sentences[start][0], sentences[end - 1][1]))
         start = end
     return windows if len(windows) > 1 else []
+
+
+def _cut(text: str, span: Span, max_chars: int) -> list[Span]:
+    """``span`` in pieces of at most ``max_chars`` characters, cut after the last whitespace
+    that fits (mid-word only where a word is longer than ``max_chars``), without the
+    whitespace between pieces."""
+    start, end = span
+    pieces: list[Span] = []
+    while end - start > max_chars:
+        limit = start + max_chars
+        cut = max(text.rfind(" ", start + 1, limit + 1), text.rfind("\n", start + 1, limit + 1))
+        cut = cut if cut > start else limit
+        pieces.append((start, cut))
+        start = cut
+        while start < end and text[start].isspace():
+            start += 1
+    return [*pieces, (start, end)] if start < end else pieces
 
 
 def passage_texts(text: str, heading_path: Sequence[str] | None, *, max_chars: int) -> list[str]:
@@ -156,5 +175,5 @@ def shard_passages(passages: Passages | None, rows: np.ndarray) -> Passages | No
 
 def passages_spec(max_chars: int) -> dict:
     """The generation spec's ``passages`` entry (kb_ray/index/build.py ``index_spec``)."""
-    return {"max_chars": max_chars, "windows": "sentences, no overlap", "score": "max(chunk, passages)",
+    return {"max_chars": max_chars, "windows": "sentences, no overlap; a longer sentence cut at whitespace", "score": "max(chunk, passages)",
             "embed_text": "heading path + passage (kb_ray.embedding.text.format_embed_text)"}

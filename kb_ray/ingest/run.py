@@ -279,19 +279,24 @@ def check_embedder(catalog: DeltaCatalog, config: KbConfig) -> str:
 
 def check_chunk_budget(config: KbConfig) -> None:
     """Warn when chunks may be longer than the embedder reads: wordpiece budgets counted with
-    another model's tokenizer, or a budget past the embedder's input length."""
+    another model's tokenizer, or a budget past the embedder's input length without passage
+    vectors (``index.passage_chars`` 0) to read the rest of each chunk."""
     from kb_ray.embedding.model_files import read_model_layout, resolve_model_path
+    from kb_ray.processing import WORDPIECE_BUDGET
 
     c = config.chunking
     if c.strategy != "structural" or c.tokenizer != "wordpiece" or config.embedding.runtime == "remote":
         return  # a remote embedder's token limit is its server's: chunking.tokenizer_path / max_tokens decide
     embedder_dir, tokenizer_dir = resolve_model_path(config.embedding.model_path), resolve_model_path(c.tokenizer_path)
     limit = read_model_layout(embedder_dir).max_seq_length - SPECIAL_TOKENS
-    if tokenizer_dir != embedder_dir or (c.max_tokens or 0) > limit:
-        logger.warning("chunk budgets are counted with the tokenizer of %s (max_tokens %s) but the embedder is %s "
-                       "(%d tokens): set chunking.tokenizer_path to the embedder's directory and leave "
-                       "chunking.max_tokens unset so chunks are embedded whole", tokenizer_dir,
-                       c.max_tokens or "derived", embedder_dir, limit)
+    budget = c.max_tokens or WORDPIECE_BUDGET
+    if tokenizer_dir != embedder_dir:
+        logger.warning("chunk budgets are counted with the tokenizer of %s but the embedder is %s: set "
+                       "chunking.tokenizer_path to the embedder's directory", tokenizer_dir, embedder_dir)
+    if budget > limit and config.index.passage_chars <= 0:
+        logger.warning("chunks of up to %d tokens but the embedder %s reads %d and index.passage_chars is 0: "
+                       "each chunk's tail is never embedded; set index.passage_chars (default 512) or "
+                       "chunking.max_tokens <= %d", budget, embedder_dir, limit, limit)
 
 
 def _record_run(catalog: DeltaCatalog, report: IngestReport, config: KbConfig, *, started_at: datetime | None) -> None:

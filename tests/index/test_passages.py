@@ -33,12 +33,24 @@ def test_windows_are_whole_sentences_in_order_without_overlap_and_within_the_bud
     assert covered == TEXT  # every sentence in exactly one window
 
 
-def test_a_sentence_longer_than_the_budget_is_a_window_alone():
+def test_a_sentence_longer_than_the_budget_is_cut_at_whitespace_into_windows_within_it():
     long = "Long " + "word " * 80 + "end."
     text = f"Short one. {long} Another short one."
-    windows = [text[a:b] for a, b in passage_spans(text, max_chars=60)]
-    assert long.strip() in windows
-    assert windows[0] == "Short one." and windows[-1] == "Another short one."
+    spans = passage_spans(text, max_chars=60)
+    windows = [text[a:b] for a, b in spans]
+    assert all(len(w) <= 60 and w == w.strip() for w in windows)
+    assert " ".join(windows).split() == text.split()  # every word once, in order, none cut
+    assert windows[0] == "Short one." and windows[-1].endswith("Another short one.")
+    assert all(prev[1] < nxt[0] for prev, nxt in zip(spans, spans[1:]))
+
+
+def test_one_long_run_without_full_stops_gets_windows_and_an_unbroken_word_is_cut_at_the_budget():
+    table = " | ".join(f"row {i} | 0x{i:04x}" for i in range(60))  # no sentence end: one "sentence"
+    windows = [table[a:b] for a, b in passage_spans(table, max_chars=100)]
+    assert len(windows) > 5 and all(len(w) <= 100 for w in windows)
+    assert " ".join(windows).split() == table.split()
+    word = "x" * 250
+    assert [b - a for a, b in passage_spans(word, max_chars=100)] == [100, 100, 50]
 
 
 @pytest.mark.parametrize("text, max_chars", [(TEXT, 0), ("Two sentences. Both short.", 512), (TEXT, len(TEXT))])
