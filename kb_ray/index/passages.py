@@ -4,7 +4,7 @@ A chunk of up to 512 word pieces is one vector of its first 254 (MiniLM's input)
 question about one of its sentences matches that mean weakly: the packaged MiniLM was trained on short
 passages. So a chunk longer than ``passage_chars`` characters is also embedded as passages:
 its sentences grouped, in order and without overlap, into windows of at most that many
-characters (a longer sentence is a window alone), each with the chunk's heading path as the
+characters (a longer sentence cut at whitespace), each with the chunk's heading path as the
 embedder reads it. The dense index holds the chunk's vector and its passages' vectors, with
 the row each belongs to, and a chunk scores the best cosine among them
 (:class:`kb_ray.index.dense.MultiVectorShard`). Measured in benchmarks/results/eval.md
@@ -175,5 +175,5 @@ def shard_passages(passages: Passages | None, rows: np.ndarray) -> Passages | No
 
 def passages_spec(max_chars: int) -> dict:
     """The generation spec's ``passages`` entry (kb_ray/index/build.py ``index_spec``)."""
-    return {"max_chars": max_chars, "windows": "sentences, no overlap; a longer sentence cut at whitespace", "score": "max(chunk, passages)",
-            "embed_text": "heading path + passage (kb_ray.embedding.text.format_embed_text)"}
+    return {"max_chars": max_chars, "windows": "sentences, no overlap; a longer sentence cut at whitespace",
+            "score": "max(chunk, passages)", "embed_text": "heading path + passage (kb_ray.embedding.text.format_embed_text)"}
