@@ -36,10 +36,15 @@ def build_chunker(settings: ChunkingSettings) -> Chunker:
     if settings.strategy == "recursive":
         return RecursiveChunker(chunk_chars=settings.chunk_chars, overlap=settings.overlap)
     if settings.tokenizer == "regex":
-        return StructuralChunker(max_tokens=settings.max_tokens or REGEX_BUDGET)
+        return StructuralChunker(max_tokens=structural_budget(settings))
     path = resolve_model_path(settings.tokenizer_path)
-    return StructuralChunker(max_tokens=settings.max_tokens or WORDPIECE_BUDGET,
-                             counter=WordPieceCounter(path), headings_in_budget=True)
+    return StructuralChunker(max_tokens=structural_budget(settings), counter=WordPieceCounter(path),
+                             headings_in_budget=True)
+
+
+def structural_budget(settings: ChunkingSettings) -> int:
+    """The structural chunker's tokens per chunk: ``max_tokens``, else the tokenizer's default."""
+    return settings.max_tokens or (REGEX_BUDGET if settings.tokenizer == "regex" else WORDPIECE_BUDGET)
 
 
 def parse_routes(settings: ParseSettings) -> dict[str, list[str]]:

@@ -282,14 +282,14 @@ def check_chunk_budget(config: KbConfig) -> None:
     another model's tokenizer, or a budget past the embedder's input length without passage
     vectors (``index.passage_chars`` 0) to read the rest of each chunk."""
     from kb_ray.embedding.model_files import read_model_layout, resolve_model_path
-    from kb_ray.processing import WORDPIECE_BUDGET
+    from kb_ray.processing import structural_budget
 
     c = config.chunking
     if c.strategy != "structural" or c.tokenizer != "wordpiece" or config.embedding.runtime == "remote":
         return  # a remote embedder's token limit is its server's: chunking.tokenizer_path / max_tokens decide
     embedder_dir, tokenizer_dir = resolve_model_path(config.embedding.model_path), resolve_model_path(c.tokenizer_path)
     limit = read_model_layout(embedder_dir).max_seq_length - SPECIAL_TOKENS
-    budget = c.max_tokens or WORDPIECE_BUDGET
+    budget = structural_budget(c)
     if tokenizer_dir != embedder_dir:
         logger.warning("chunk budgets are counted with the tokenizer of %s but the embedder is %s: set "
                        "chunking.tokenizer_path to the embedder's directory", tokenizer_dir, embedder_dir)
