@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
 from kb_ray.catalog.verify import BLOB_REFERENCES, FIGURE_CROP_SHAS
 from kb_ray.errors import CatalogError
+
+if TYPE_CHECKING:
+    from kb_ray.index.vector_layout import VectorLayout
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +47,12 @@ class PurgeReport:
 
 
 def purge(catalog: DeltaCatalog, *, superseded: bool = False, drop_embedder: str | None = None,
-          live_embedder: str | None = None, passage_chars: int | None = None) -> PurgeReport:
+          live_embedder: str | None = None, layout: VectorLayout | None = None) -> PurgeReport:
     """Delete tombstoned documents and unreferenced rows; with ``drop_embedder``, also every
     vector of that embedder fingerprint (an old model after a switch) — never the one the live
     generation (``live_embedder``) was built with. The passage vectors of the remaining chunks
-    (``passage_chars``: ``index.passage_chars``, None: the default) are kept."""
+    (``layout``: ``index.passage_chars`` and ``late_overlap_tokens``, None: the default; separately
+    embedded and late-pooled ones alike, kb_ray/index/vector_lookup.py) are kept."""
     if drop_embedder is not None and drop_embedder == live_embedder:
         raise CatalogError(f"embedder {drop_embedder} built the live index generation: switch to another "
                            "generation (kb-ray index switch) before dropping its vectors")
@@ -65,7 +70,7 @@ def purge(catalog: DeltaCatalog, *, superseded: bool = False, drop_embedder: str
     if document_ids:
         report.deleted_rows["sources"] = _delete_in(catalog, "sources", "document_id", document_ids)
         report.deleted_rows["documents"] = _delete_in(catalog, "documents", "document_id", document_ids)
-    unused = _unused_embeddings(catalog, passage_chars=passage_chars)
+    unused = _unused_embeddings(catalog, layout=layout)
     report.deleted_rows["embeddings"] = _delete_in(catalog, "embeddings", "embed_text_sha", unused)
     unused_pages = _ids(catalog, """SELECT DISTINCT image_sha FROM page_embeddings pe WHERE NOT EXISTS
         (SELECT 1 FROM pages p WHERE p.image_sha = pe.image_sha)""")
@@ -109,14 +114,14 @@ def _ids(catalog: DeltaCatalog, sql: str) -> list[str]:
         connection.close()
 
 
-def _unused_embeddings(catalog: DeltaCatalog, *, passage_chars: int | None) -> list[str]:
+def _unused_embeddings(catalog: DeltaCatalog, *, layout: VectorLayout | None) -> list[str]:
     """The vectors no chunk embeds, neither as its text nor as one of its passages
-    (``passage_refs``, kb_ray/index/passages.py)."""
-    from kb_ray.index.passages import register_passage_refs
+    (``passage_refs``, kb_ray/index/vector_lookup.py)."""
+    from kb_ray.index.vector_lookup import register_passage_refs
 
     connection = open_sql_session(catalog)
     try:
-        register_passage_refs(connection, max_chars=passage_chars)
+        register_passage_refs(connection, layout=layout)
         return [row[0] for row in connection.execute("""SELECT embed_text_sha FROM embeddings e WHERE NOT EXISTS
             (SELECT 1 FROM chunks c WHERE c.embed_text_sha = e.embed_text_sha)
             AND e.embed_text_sha NOT IN (SELECT embed_text_sha FROM passage_refs)""").fetchall()]

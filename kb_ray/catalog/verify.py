@@ -7,7 +7,8 @@ Integrity violations (any one makes verify fail):
   (``canonical_text[span] != text``);
 * a version_chunk of an active version whose chunk row is missing, or whose chunk text
   is not the canonical text at its spans;
-* an active chunk with no embedding;
+* an active chunk with no vector: neither its text's nor one of its passages' (a vector
+  layout without chunk-text vectors, kb_ray/index/vector_layout.py);
 * a page of an active version that has a rendered image (``image_sha``) but no page
   embedding. Only pages rendered with ``pages.enabled`` carry an ``image_sha`` (and the
   ingest embeds every page it renders before the document flips), so a catalog ingested
@@ -16,18 +17,22 @@ Integrity violations (any one makes verify fail):
 
 Residue (reported, and a failure only with ``strict``): rows nothing live points at —
 versions of deleted documents, chunks of missing documents, unreferenced (page) embeddings
-(a chunk's passage vectors, ``index.passage_chars``, count as referenced).
+(a chunk's passage vectors, separately embedded or pooled late, ``index.passage_chars``, count
+as referenced).
 After ``purge`` these are all zero.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb_ray.catalog import contract
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
+
+if TYPE_CHECKING:
+    from kb_ray.index.vector_layout import VectorLayout
 
 SPAN_TEXT = "substr(v.canonical_text, {start} + 1, {end} - {start})"
 
@@ -52,7 +57,9 @@ INTEGRITY_CHECKS: dict[str, str] = {
             GROUP BY vc.version_id, vc.chunk_id) WHERE joined <> text""",
     "active_chunk_without_embedding": """
         SELECT count(*) FROM active_chunks c
-        WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.embed_text_sha = c.embed_text_sha)""",
+        WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.embed_text_sha = c.embed_text_sha)
+        AND NOT EXISTS (SELECT 1 FROM passage_refs r JOIN embeddings e ON e.embed_text_sha = r.embed_text_sha
+                        WHERE r.chunk_sha = c.embed_text_sha)""",
     "active_page_without_page_embedding": """
         SELECT count(*) FROM active_versions v JOIN pages p ON p.version_id = v.version_id
         WHERE p.image_sha IS NOT NULL
@@ -105,14 +112,14 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def verify_catalog(catalog: DeltaCatalog, *, passage_chars: int | None = None) -> VerifyReport:
-    """``passage_chars``: the ``index.passage_chars`` whose passage vectors are referenced by
-    their chunks (kb_ray/index/passages.py; None: the default)."""
-    from kb_ray.index.passages import register_passage_refs
+def verify_catalog(catalog: DeltaCatalog, *, layout: VectorLayout | None = None) -> VerifyReport:
+    """``layout``: the vector layout (``index.passage_chars``, ``index.late_overlap_tokens``) whose
+    passage vectors are referenced by their chunks (kb_ray/index/vector_lookup.py; None: the default)."""
+    from kb_ray.index.vector_lookup import register_passage_refs
 
     connection = open_sql_session(catalog)
     try:
-        register_passage_refs(connection, max_chars=passage_chars)
+        register_passage_refs(connection, layout=layout)
         report = VerifyReport()
         for name, sql in INTEGRITY_CHECKS.items():
             report.violations[name] = _count(connection, sql)

@@ -143,19 +143,21 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from kb_ray.catalog.verify import verify_catalog
+    from kb_ray.index.vector_layout import VectorLayout
 
-    report = verify_catalog(_catalog(args), passage_chars=config_from_args(args).index.passage_chars)
+    report = verify_catalog(_catalog(args), layout=VectorLayout.from_settings(config_from_args(args).index))
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.render())
     return 0 if report.ok(strict=args.strict) else 1
 
 
 def run_purge(args: argparse.Namespace) -> int:
     from kb_ray.catalog.purge import purge
+    from kb_ray.index.vector_layout import VectorLayout
 
     config = config_from_args(args)
     with _writer(args, "purge") as catalog:
         report = purge(catalog, superseded=args.superseded, drop_embedder=args.drop_embedder,
-                       live_embedder=_live_embedder(config), passage_chars=config.index.passage_chars)
+                       live_embedder=_live_embedder(config), layout=VectorLayout.from_settings(config.index))
     print(json.dumps(report.__dict__, indent=2) if args.json else report.render())
     return 0
 

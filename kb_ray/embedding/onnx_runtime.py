@@ -57,6 +57,19 @@ class OnnxEncoder:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors
 
+    def token_states(self, batch: list[list[int]]) -> list[np.ndarray]:
+        """The transformer's last hidden states of each token id sequence (one session run,
+        padded to the longest), float32 ``[tokens, hidden]`` each."""
+        width = max(len(ids) for ids in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, ids in enumerate(batch):
+            input_ids[row, :len(ids)] = ids
+            mask[row, :len(ids)] = 1
+        feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        hidden = self.session.run(None, {name: feed[name] for name in self._inputs})[0].astype(np.float32, copy=False)
+        return [hidden[row, :len(ids)] for row, ids in enumerate(batch)]
+
 
 def pool(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
     """sentence-transformers' Pooling over ``hidden`` ``[batch, tokens, dim]`` for one mode."""

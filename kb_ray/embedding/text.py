@@ -31,6 +31,7 @@ from kb_ray.embedding.fingerprint import (
     check_runtime,
     text_embedder_fingerprint,
 )
+from kb_ray.embedding.late import LateItem, LatePooler, check_late_pooling, load_offsets_tokenizer
 from kb_ray.embedding.model_files import (
     default_model_path,
     model_digest,
@@ -109,6 +110,8 @@ class TextEmbedder:
         self.text_template = text_template
         self.sort_by_length = sort_by_length
         self._dim = layout.dim
+        self._path, self._layout = path, layout
+        self._poolers: dict[int, LatePooler] = {}
         self._encoder = _make_encoder(path, layout, runtime=runtime, device=device, precision=precision,
                                       normalize=normalize, max_seq_length=max_seq_length,
                                       num_threads=num_threads, cache_dir=cache_dir)
@@ -163,6 +166,27 @@ class TextEmbedder:
             vectors[rows] = self._encoder.encode([texts[i] for i in rows])  # one forward pass
             logger.debug("embedded %d/%d texts", min(start + self.batch_size, len(order)), len(order))
         return vectors
+
+    def count_tokens(self, texts: Sequence[str], *, embedded: bool = True) -> int:
+        """Tokens the model reads to embed ``texts`` (special tokens included, each cut at the
+        model's input length: the stage count ``embed_tokens``); ``embedded`` False: the texts'
+        word pieces, whole and without special tokens."""
+        return sum(self.late_pooler().count_tokens(texts, embedded=embedded)) if texts else 0
+
+    def late_pooler(self, overlap_tokens: int = 0) -> LatePooler:
+        """The :class:`~kb_ray.embedding.late.LatePooler` of this model (its tokenizer, loaded once)."""
+        if overlap_tokens not in self._poolers:
+            tokenizer = next(iter(self._poolers.values())).tokenizer if self._poolers else None
+            self._poolers[overlap_tokens] = LatePooler(
+                tokenizer or load_offsets_tokenizer(self._path), max_seq_length=self.max_seq_length,
+                overlap_tokens=overlap_tokens, normalize=self.normalize)
+        return self._poolers[overlap_tokens]
+
+    def embed_late(self, items: Sequence[LateItem], *, overlap_tokens: int = 0) -> tuple[list[np.ndarray], int]:
+        """Per item, the vectors of its spans (``[spans, dim]``) pooled from one forward pass over
+        its tokens (kb_ray/embedding/late.py), and the tokens the model read."""
+        check_late_pooling(self._layout, self._path)
+        return self.late_pooler(overlap_tokens).embed(items, self._encoder.token_states, batch_size=self.batch_size)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query string into a float32 vector ``[dim]``."""

@@ -40,6 +40,23 @@ class TorchEncoder:
                                 convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(out, dtype=np.float32)
 
+    def token_states(self, batch: list[list[int]]) -> list[np.ndarray]:
+        """The transformer's last hidden states of each token id sequence (one forward pass,
+        padded to the longest), float32 ``[tokens, hidden]`` each."""
+        import torch
+
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, ids in enumerate(batch):
+            input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+            mask[row, :len(ids)] = 1
+        features = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device),
+                    "token_type_ids": torch.zeros_like(input_ids).to(self.device)}
+        with torch.inference_mode():
+            states = self.model[0](features)["token_embeddings"].float().cpu().numpy()
+        return [states[row, :len(ids)] for row, ids in enumerate(batch)]
+
 
 def resolve_device(device: str, torch: Any) -> str:
     if device == "auto":

@@ -59,10 +59,12 @@ from kb_ray.index.manifest import (
     spec_fingerprint,
 )
 from kb_ray.index.pages import PAGE_INDEX_FORMAT, PAGE_TABLES, PAGES_DIR, build_page_index, resolve_page_embedder_fp
-from kb_ray.index.passages import Passages, passage_vectors, passages_spec, shard_passages
+from kb_ray.index.passages import Passages, shard_passages
 from kb_ray.index.rows import INDEXED_TABLES, open_session, read_index_rows, resolve_embedder_fp
 from kb_ray.index.tree import TREE_DIR, build_tree_index, tree_spec
 from kb_ray.index.tree_summaries import LlmSummaryWriter, SectionSummarizer, summary_enricher_fingerprint
+from kb_ray.index.vector_layout import VectorLayout
+from kb_ray.index.vector_lookup import IndexVectors, index_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +88,9 @@ def index_spec(settings: IndexSettings, answer: AnswerSettings | None = None) ->
         spec["lexical_text"] = {
             "channels": list(CHANNELS), "heading_in_body": settings.lexical_heading_in_body,
             "analyzer": _analyzer(settings).spec(), "statistics": "generation"}
-    if settings.passage_chars:
-        spec["passages"] = passages_spec(settings.passage_chars)
+    passages = VectorLayout.from_settings(settings).spec()
+    if passages:
+        spec["passages"] = passages
     if settings.tree:
         summary_fp = (summary_enricher_fingerprint(answer or AnswerSettings(), settings)
                       if settings.tree_summaries == "generator" else None)
@@ -194,10 +197,9 @@ def _existing_manifest(config: KbConfig, generation_id: str) -> GenerationManife
 def _build(config: KbConfig, catalog: DeltaCatalog, connection, *, spec: dict, versions: dict[str, int], embedder_fp: str,
            generation_id: str, page_fp: str | None = None, text_embedder: Any = None) -> GenerationManifest:
     started = time.perf_counter()
-    hydration, vector_column = read_index_rows(connection, embedder_fp)
-    vectors = _vectors(vector_column)
-    passages, passages_missing = index_passages(connection, hydration, embedder_fp,
-                                                max_chars=config.index.passage_chars)
+    hydration, vector_column = read_index_rows(connection, embedder_fp, require_vectors=False)
+    dense = index_dense_vectors(connection, hydration, vector_column, embedder_fp, VectorLayout.from_spec(spec))
+    vectors, passages, passages_missing = dense.own, dense.passages, dense.missing_rows
     contextual = _contextual(config, catalog, hydration, embedder_fp, text_embedder) if "contextual" in spec else None
     if contextual is not None and contextual.vectors is not None and hydration.num_rows:
         vectors = contextual.vectors
@@ -235,14 +237,14 @@ def _build(config: KbConfig, catalog: DeltaCatalog, connection, *, spec: dict, v
     return manifest
 
 
-def index_passages(connection, hydration: pa.Table, embedder_fp: str, *,
-                   max_chars: int) -> tuple[Passages | None, int]:
-    """The passage vectors of ``hydration``'s rows (``index.passage_chars``; None when 0) and how
-    many rows lack theirs."""
-    if not max_chars or not hydration.num_rows:
-        return None, 0
-    owners, vectors, missing = passage_vectors(connection, hydration, embedder_fp, max_chars=max_chars)
-    return (owners, vectors), missing
+def index_dense_vectors(connection, hydration: pa.Table, vector_column: pa.ChunkedArray, embedder_fp: str,
+                        layout: VectorLayout) -> IndexVectors:
+    """The dense vectors of ``hydration``'s rows under ``layout`` (kb_ray/index/vector_lookup.py):
+    each row's own, its passages (None when ``index.passage_chars`` is 0) and how many rows
+    lack theirs."""
+    if not hydration.num_rows:
+        return IndexVectors(np.zeros((0, 0), np.float32), None, 0)
+    return index_vectors(connection, hydration, vector_column, embedder_fp, layout)
 
 
 def _contextual(config: KbConfig, catalog: DeltaCatalog, hydration: pa.Table, embedder_fp: str,

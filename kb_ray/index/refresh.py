@@ -31,7 +31,7 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.storage import join_uri
 from kb_ray.config import KbConfig
 from kb_ray.index import generations
-from kb_ray.index.build import _analyzer, _vectors, _write_shard, build_index, index_passages, index_spec
+from kb_ray.index.build import _analyzer, _write_shard, build_index, index_dense_vectors, index_spec
 from kb_ray.index.channels import ChannelBm25Index, channel_statistics, lexical_channels, live_statistics, tie_keys
 from kb_ray.index.manifest import MANIFEST_NAME, GenerationManifest
 from kb_ray.index.pages import PAGE_TABLES
@@ -56,6 +56,7 @@ from kb_ray.index.segments import (
     set_latest_segment,
     visible_masks,
 )
+from kb_ray.index.vector_layout import VectorLayout
 
 logger = logging.getLogger(__name__)
 
@@ -150,16 +151,17 @@ def _publish_segment(config: KbConfig, catalog: DeltaCatalog, base: GenerationMa
     connection = open_session(catalog, versions)
     try:
         changed = _changed_documents(connection, sets, visible)
-        hydration, vector_column = read_index_rows(connection, base.embedder_fp, documents=changed)
-        passages, _ = index_passages(connection, hydration, base.embedder_fp,  # as the base generation has them
-                                     max_chars=(base.spec.get("passages") or {}).get("max_chars", 0))
+        hydration, vector_column = read_index_rows(connection, base.embedder_fp, documents=changed,
+                                                   require_vectors=False)
+        dense = index_dense_vectors(connection, hydration, vector_column, base.embedder_fp,
+                                    VectorLayout.from_spec(base.spec))  # as the base generation has them
         active = active_versions(connection)
     finally:
         connection.close()
     live = _live_masks(sets, visible, active, set(changed))
     number = latest_segment(config.kb_root, base.generation_id, storage_options=config.storage_options) + 1
-    manifest = _write_segment(config, base, number, hydration, vector_column, sets, live, versions,
-                              documents=len(changed), started=started, passages=passages)
+    manifest = _write_segment(config, base, number, hydration, dense.own, sets, live, versions,
+                              documents=len(changed), started=started, passages=dense.passages)
     _record_segment(catalog, config, manifest)
     logger.info("segment %d of %s: %d chunks of %d documents (%.2fs)", number, base.generation_id,
                 manifest.rows, len(changed), time.perf_counter() - started)
@@ -220,14 +222,14 @@ def _in(column: pa.ChunkedArray, values: pa.Array) -> np.ndarray:
     return pc.fill_null(pc.is_in(column, value_set=values), False).to_numpy(zero_copy_only=False).astype(bool)
 
 
-def _write_segment(config: KbConfig, base: GenerationManifest, number: int, hydration: pa.Table, vector_column,
+def _write_segment(config: KbConfig, base: GenerationManifest, number: int, hydration: pa.Table, vectors: np.ndarray,
                    sets: list[_ShardSet], live: list[list[np.ndarray]], versions: dict[str, int], *,
                    documents: int, started: float, passages: Passages | None = None) -> SegmentManifest:
     root, options = config.kb_root, config.storage_options
     staged = generations.staging_dir(root, f"{base.generation_id}-{segment_name(number)}")
     try:
         lexical, counts = _segment_lexical(config, base, hydration, sets, live, staged)
-        vectors = _vectors(vector_column) if hydration.num_rows else np.zeros((0, base.dim), np.float32)
+        vectors = vectors if hydration.num_rows else np.zeros((0, base.dim), np.float32)
         shard = _write_shard(staged / "shard-000", 0, hydration, vectors, config.index, lexical=lexical,
                              passages=passages)
         manifest = SegmentManifest(

@@ -74,6 +74,9 @@ def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str 
         JOIN embeddings e ON e.embed_text_sha = a.embed_text_sha
         GROUP BY e.embedder_fp ORDER BY e.embedder_fp""").fetchall()
     present = {fp: n for fp, n in rows}
+    if not present:  # no chunk-text vectors (index.vector_layout passages or late, every chunk with passages)
+        present = dict(connection.execute("SELECT embedder_fp, count(*) FROM embeddings GROUP BY embedder_fp "
+                                          "ORDER BY embedder_fp").fetchall())
     if embedder_fp is not None:
         if embedder_fp not in present and present:
             raise CatalogError(f"no embeddings of embedder {embedder_fp} for the active chunks; "
@@ -118,9 +121,10 @@ def active_versions(connection: duckdb.DuckDBPyConnection) -> pa.Array:
 
 
 def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str, *,
-                    documents: list[str] | None = None) -> tuple[pa.Table, list]:
-    """Hydration rows (``HYDRATION_SCHEMA``) sorted by chunk_id, and their vectors; only those
-    of ``documents`` when given (a delta segment)."""
+                    documents: list[str] | None = None, require_vectors: bool = True) -> tuple[pa.Table, list]:
+    """Hydration rows (``HYDRATION_SCHEMA``) sorted by chunk_id, and their chunk-text vectors;
+    only those of ``documents`` when given (a delta segment). ``require_vectors`` False: a row
+    without one has a null (a vector layout without chunk-text vectors, kb_ray/index/vector_layout.py)."""
     where = ""
     if documents is not None:
         connection.register("only_documents", pa.table({"document_id": pa.array(documents, pa.string())}))
@@ -133,7 +137,7 @@ def read_index_rows(connection: duckdb.DuckDBPyConnection, embedder_fp: str, *,
         ORDER BY a.chunk_id""", params=[embedder_fp]).to_arrow_table()
     vectors = result.column("vector")
     missing = vectors.null_count
-    if missing:
+    if missing and require_vectors:
         raise CatalogError(f"{missing} active chunks have no embedding from {embedder_fp}: finish or rerun "
                            "the ingest (it embeds missing chunks) before building an index")
     regions = element_regions(connection, result)

@@ -88,6 +88,7 @@ def ingest_steps(config: KbConfig, *, run_id: str, pipeline_fp: str) -> list[Ste
     page-embed (actor pools), when ``pages.enabled``] → [concepts, when ``ingest.concepts``] →
     embed + write data files (embedding actor pool; one output row = one micro-batch,
     BATCH_RECORD, for the driver to commit)."""
+    from kb_ray.index.vector_layout import VectorLayout
     from kb_ray.ingest.stages.embed_write import EmbedWriteStage
     from kb_ray.ingest.stages.fetch import FetchStage
     from kb_ray.ingest.stages.parse import ParseStage
@@ -118,7 +119,7 @@ def ingest_steps(config: KbConfig, *, run_id: str, pipeline_fp: str) -> list[Ste
         for stage, resources in ((RenderStage, config.ray.render), (PageEmbedStage, config.ray.page_embed)):
             steps.append(Step([(stage, {**storage, "pages": config.pages})], resources))
     last: list[StageSpec] = [(EmbedWriteStage, {**storage, "embedding": config.embedding, "run_id": run_id,
-                                                "passage_chars": config.index.passage_chars})]
+                                                "vector_layout": VectorLayout.from_settings(config.index)})]
     if extracts_concepts(config):  # cheap and model-free: in the embedding pool, on the micro-batch
         from kb_ray.ingest.stages.concepts import ConceptStage
 

@@ -3,10 +3,13 @@ for it beside the live one (docs/model_switch.md).
 
 The ``embeddings`` table is keyed by (embedder fingerprint, sha of the embedded text), so a new
 embedder's vectors sit beside the old ones and never mix: a generation reads one fingerprint.
-:func:`embed_missing` embeds, in micro-batches, the distinct texts of the active chunks that
-have no vector under the new fingerprint and commits each batch as an insert-only MERGE —
-texts already embedded (by an earlier, interrupted run, or shared by several chunks) are not
-embedded again, so a rerun resumes where the last one stopped. :func:`reembed` holds the
+:func:`embed_missing` computes, in micro-batches, the vectors of the active chunks under the
+configured vector layout (``index.vector_layout``: their texts', their passages', or those
+pooled late from their tokens, kb_ray/index/vector_layout.py) that have no row under the new
+fingerprint and commits each batch as an insert-only MERGE — vectors already there (from an
+earlier, interrupted run, or shared by several chunks) are not computed again, so a rerun
+resumes where the last one stopped. The same fills the vectors a catalog ingested under
+another layout lacks (the build's ``passages_missing_rows``). :func:`reembed` holds the
 catalog's writer lease for that and then builds the new embedder's generation without
 switching to it: the live generation keeps serving until ``kb-ray index switch``.
 """
@@ -18,14 +21,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import pyarrow as pa
-
-from kb_ray import ids
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import EmbeddingSettings, KbConfig
 from kb_ray.errors import KbRayError
-from kb_ray.index.passages import passages_missing_vectors
-from kb_ray.index.rows import INDEXED_TABLES, open_session, texts_missing_vectors
+from kb_ray.index.rows import INDEXED_TABLES, open_session
+from kb_ray.index.vector_layout import ChunkVectors, VectorLayout, embed_chunk_vectors
+from kb_ray.index.vector_lookup import chunks_missing_vectors
 from kb_ray.ingest.rows import to_table
 
 logger = logging.getLogger(__name__)
@@ -42,10 +43,11 @@ class ReembedProgress:
 class ReembedReport:
     embedder_fp: str
     model_id: str
-    texts: int = 0  # distinct embedded texts of the active chunks
+    texts: int = 0  # distinct vectors of the active chunks (their texts', passages', late-pooled spans')
     cached: int = 0  # of those, already embedded under this fingerprint before the run
-    embedded: int = 0  # embedded by this run
-    passages: int = 0  # of those, passage texts (index.passage_chars, kb_ray/index/passages.py)
+    embedded: int = 0  # computed by this run
+    passages: int = 0  # of those, passage vectors (index.passage_chars, kb_ray/index/passages.py)
+    late_chunks: int = 0  # chunks encoded once for late-pooled vectors (index.vector_layout late)
     batches: int = 0
     seconds: float = 0.0  # listing, embedding and committing (model loading not included)
     load_seconds: float = 0.0
@@ -69,59 +71,56 @@ class ReembedReport:
 
 def embed_missing(catalog: DeltaCatalog, *, embedding: EmbeddingSettings, batch_texts: int = 512,
                   on_progress: Callable[[ReembedProgress], None] | None = None,
-                  passage_chars: int = 0) -> ReembedReport:
-    """Embed every active chunk's text, and its passages' (``passage_chars``, see
-    kb_ray/index/passages.py), that has no vector from ``embedding``'s embedder."""
+                  layout: VectorLayout | None = None) -> ReembedReport:
+    """Compute every vector the active chunks have under ``layout`` (kb_ray/index/vector_layout.py;
+    None: each chunk's text alone) that ``embedding``'s embedder has not: chunk and passage texts
+    in batches of ``batch_texts``, chunks pooled late in batches of ``batch_texts / 8``."""
     from kb_ray.embedding.text import TextEmbedder
 
+    layout = layout or VectorLayout()
     loading = time.perf_counter()
     embedder = TextEmbedder.from_settings(embedding)
+    layout.check_embedder(embedder)
     started = time.perf_counter()  # texts/s from here: loading (or a first ONNX export) is load_seconds
     report = ReembedReport(embedder_fp=embedder.fingerprint, model_id=embedding.model_id,
                            load_seconds=started - loading)
     connection = open_session(catalog, {name: catalog.table_versions()[name] for name in INDEXED_TABLES})
     try:
-        missing, report.texts = texts_missing_vectors(connection, embedder.fingerprint)
-        passages = passages_missing_vectors(connection, embedder.fingerprint, max_chars=passage_chars)
+        missing, held, report.texts = chunks_missing_vectors(connection, embedder.fingerprint, layout)
     finally:
         connection.close()
-    report.cached = report.texts - missing.num_rows
-    todo = missing.num_rows + len(passages)
-    logger.info("reembed %s: %d of %d chunk texts and %d passages to embed", embedder.fingerprint,
-                missing.num_rows, report.texts, len(passages))
-    batches = [_checked_texts(embedder, missing.slice(offset, batch_texts))
-               for offset in range(0, missing.num_rows, batch_texts)]
-    items = list(passages.items())
-    batches += [dict(items[offset:offset + batch_texts]) for offset in range(0, len(items), batch_texts)]
+    report.cached = report.texts - len({key for plan in missing for key in plan.keys} - held)
+    held_before = set(held)
+    texts = {key: text for plan in missing for key, text in plan.texts.items() if key not in held}
+    late = [plan for plan in missing if plan.late is not None]
+    logger.info("reembed %s: %d texts to embed and %d chunks to pool late (%d vectors in all, %d held)",
+                embedder.fingerprint, len(texts), len(late), report.texts, report.cached)
+    items = list(texts.items())
+    batches = [[ChunkVectors(key, (key,), {key: text}) for key, text in items[offset:offset + batch_texts]]
+               for offset in range(0, len(items), batch_texts)]
+    step = max(1, batch_texts // 8)
+    batches += [late[offset:offset + step] for offset in range(0, len(late), step)]
+    todo = report.texts - report.cached
     for batch in batches:
-        _embed_batch(catalog, embedder, batch)
-        report.embedded += len(batch)
+        done = _embed_batch(catalog, embedder, batch, held=held, overlap_tokens=layout.overlap_tokens)
+        report.embedded += done
         report.batches += 1
         if on_progress is not None:
             on_progress(ReembedProgress(report.embedded, todo, time.perf_counter() - started))
-    report.passages, report.texts = len(passages), report.texts + len(passages)
+    report.passages = len({key for plan in missing for key in plan.keys[len(plan.keys) - plan.passages:]} - held_before)
+    report.late_chunks = len(late)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _checked_texts(embedder, batch: pa.Table) -> dict[str, str]:
-    """``sha -> embedded text`` of chunk rows; each text must hash to the sha the chunk has."""
-    shas = batch.column("embed_text_sha").to_pylist()
-    texts = [embedder.format_embed_text(text=text, heading_path=path or [])
-             for text, path in zip(batch.column("text").to_pylist(), batch.column("heading_path").to_pylist())]
-    for sha, text in zip(shas, texts):
-        if ids.sha256_text(text) != sha:  # the chunk was embedded from another text than this embedder makes
-            raise KbRayError(f"chunk text {sha} does not give the same embedded text under {embedder.model_id}: "
-                             "its text template differs from the one the catalog's chunks were made with")
-    return dict(zip(shas, texts))
-
-
-def _embed_batch(catalog: DeltaCatalog, embedder, batch: dict[str, str]) -> None:
-    shas, texts = list(batch), list(batch.values())
-    vectors = embedder.embed_texts(texts)
+def _embed_batch(catalog: DeltaCatalog, embedder, plans: list[ChunkVectors], *, held: set[str],
+                 overlap_tokens: int) -> int:
+    vectors, _ = embed_chunk_vectors(embedder, plans, held=held, overlap_tokens=overlap_tokens)
+    held.update(vectors)
     rows = to_table("embeddings", [{"embedder_fp": embedder.fingerprint, "embed_text_sha": sha, "dim": embedder.dim,
-                                    "vector": vector.tolist()} for sha, vector in zip(shas, vectors)])
+                                    "vector": vector.tolist()} for sha, vector in vectors.items()])
     catalog.merge_upsert("embeddings", rows, keys=["embedder_fp", "embed_text_sha"], insert_only=True)
+    return len(vectors)
 
 
 def reembed(config: KbConfig, *, embedding: EmbeddingSettings, batch_texts: int = 512, build: bool = True,
@@ -133,7 +132,7 @@ def reembed(config: KbConfig, *, embedding: EmbeddingSettings, batch_texts: int 
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options, create=False)
     with writer_lease(catalog, config, holder="reembed"):
         report = embed_missing(catalog, embedding=embedding, batch_texts=batch_texts, on_progress=on_progress,
-                               passage_chars=config.index.passage_chars)
+                               layout=VectorLayout.from_settings(config.index))
     if build:
         build_beside_live(config.model_copy(update={"embedding": embedding}), report)
     else:

@@ -113,6 +113,11 @@ class IngestReport:
             lines.append(f"  captions   computed {cap['computed']}  cached {cap['cached']}  failed {cap['failed']}"
                          f"  too small {cap['skipped']}")
         remote = self.stages.get("embed_write", {}).get("counts", {}) if self.stages else {}
+        if remote.get("embed_tokens"):  # index.vector_layout: what the text embedder read
+            ratio = remote["embed_tokens"] / remote["text_tokens"] if remote.get("text_tokens") else 0.0
+            lines.append(f"  embedded   {remote.get('embed_texts', 0)} texts, {remote.get('late_chunks', 0)} chunks "
+                         f"pooled late ({remote.get('late_vectors', 0)} vectors): {remote['embed_tokens']} tokens "
+                         f"for {remote.get('text_tokens', 0)} tokens of chunk text ({ratio:.2f}x)")
         if remote.get("embed_requests"):
             lines.append(f"  remote embedding requests {remote['embed_requests']}  retries {remote.get('embed_retries', 0)}"
                          f"  prompt tokens {remote.get('embed_prompt_tokens', 0)}")

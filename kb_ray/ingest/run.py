@@ -95,9 +95,10 @@ def _embed_for_switch(catalog: DeltaCatalog, config: KbConfig, report: IngestRep
     the live generation (another embedder) is not refreshed: it could not hold those vectors."""
     from kb_ray.index.generations import read_current
     from kb_ray.index.refresh import RefreshResult
+    from kb_ray.index.vector_layout import VectorLayout
     from kb_ray.ingest.reembed import embed_missing
 
-    switch = embed_missing(catalog, embedding=config.embedding, passage_chars=config.index.passage_chars)
+    switch = embed_missing(catalog, embedding=config.embedding, layout=VectorLayout.from_settings(config.index))
     live = read_current(config.kb_root, storage_options=config.storage_options)
     report.index_refresh = RefreshResult("none", live, detail="model switch: the live generation was built by "
                                          "another embedder").to_dict()

@@ -91,6 +91,17 @@ def test_onnx_fp32_matches_torch_and_shares_its_fingerprint(onnx_embedder: TextE
     assert embedder_fingerprint(EmbeddingSettings(runtime="onnx")) == DEFAULT_FINGERPRINT
 
 
+def test_late_pooling_on_onnx_matches_torch(onnx_embedder: TextEmbedder, texts: list[str]) -> None:
+    from kb_ray.embedding.late import LateItem
+
+    text = "Guide > Install\n" + " ".join(texts)  # several windows of MiniLM's input
+    item = LateItem(text, 16, ((16, len(text)), (16, 16 + len(texts[0])), (len(text) - len(texts[-1]), len(text))))
+    (onnx,), onnx_tokens = onnx_embedder.embed_late([item], overlap_tokens=16)
+    (torch,), torch_tokens = TextEmbedder(num_threads=1).embed_late([item], overlap_tokens=16)
+    assert onnx_tokens == torch_tokens > onnx_embedder.max_seq_length
+    assert max_cosine_gap(onnx, torch) <= VECTOR_TOLERANCE
+
+
 def test_onnx_int8_is_close_but_has_its_own_fingerprint(cache_dir: Path, texts: list[str],
                                                         torch_vectors: np.ndarray) -> None:
     int8 = TextEmbedder(runtime="onnx-int8", num_threads=1, cache_dir=cache_dir)

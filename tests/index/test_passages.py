@@ -12,6 +12,7 @@ from kb_ray.embedding.text import format_embed_text
 from kb_ray.index import build_index
 from kb_ray.index.dense import FaissShard, MultiVectorShard, build_faiss_index
 from kb_ray.index.passages import passage_spans, passage_texts, passage_texts_by_sha, shard_passages
+from kb_ray.index.vector_layout import VectorLayout
 from kb_ray.ingest.reembed import embed_missing
 from kb_ray.search import HybridSearcher
 from kb_ray.search.evidence import sentence_bounds
@@ -149,12 +150,13 @@ def test_rows_without_their_passage_vectors_keep_the_chunk_vector_until_reembed_
     assert not any(shard.dense_owners for shard in manifest.shards)
     assert HybridSearcher.open(config).search("pump seal kit", k=3, mode="dense").hits  # served, chunk vectors only
 
-    report = embed_missing(DeltaCatalog.open(root, create=False), embedding=config.embedding, passage_chars=300)
+    report = embed_missing(DeltaCatalog.open(root, create=False), embedding=config.embedding,
+                           layout=VectorLayout(max_chars=300))
     assert report.passages > 0 and report.embedded == report.passages  # the chunk texts had their vectors
     rebuilt = build_index(config)
     assert rebuilt.stats["passages_missing_rows"] == 0 and rebuilt.stats["passages"] >= report.passages
     assert embed_missing(DeltaCatalog.open(root, create=False), embedding=config.embedding,
-                         passage_chars=300).embedded == 0
+                         layout=VectorLayout(max_chars=300)).embedded == 0
 
 
 def test_purge_keeps_the_passage_vectors_of_live_chunks_and_verify_counts_them_referenced(golden_kb, tmp_path):
@@ -164,7 +166,7 @@ def test_purge_keeps_the_passage_vectors_of_live_chunks_and_verify_counts_them_r
     root = copy_kb(golden_kb, tmp_path / "kb")
     catalog = DeltaCatalog.open(root, create=False)
     assert verify_catalog(catalog).ok(strict=True)
-    assert verify_catalog(catalog, passage_chars=0).residue["unreferenced_embeddings"] > 0  # the check can fail
+    assert verify_catalog(catalog, layout=VectorLayout(max_chars=0)).residue["unreferenced_embeddings"] > 0
     assert purge(catalog).deleted_rows["embeddings"] == 0
     manifest = build_index(golden_config(root))
     assert manifest.stats["passages"] > 0 and manifest.stats["passages_missing_rows"] == 0

@@ -72,8 +72,9 @@ def test_a_rerun_takes_known_versions_from_the_catalog_and_reuses_everything(tmp
     assert summary["notes.txt"]["action"] == "unchanged" and summary["manual.pdf"]["action"] == "new"
     assert summary["latin1.txt"]["reason"] == "invalid_encoding" and not summary["latin1.txt"]["parsed"]
     assert "parsed before, and failed: invalid_encoding:" in summary["latin1.txt"]["detail"]
-    assert stats["embed_write"].counts == {"embeddings_computed": 0, "embeddings_cached": 0, "chunks_new": 0,
-                                           "chunks_reused": 0, "passage_texts": 0}  # nothing re-parsed, nothing to embed
+    assert stats["embed_write"].counts == {  # nothing re-parsed, nothing to embed
+        "embeddings_computed": 0, "embeddings_cached": 0, "chunks_new": 0, "chunks_reused": 0, "passage_texts": 0,
+        "embed_texts": 0, "late_chunks": 0, "late_vectors": 0, "embed_tokens": 0, "text_tokens": 0}
 
 
 def test_report_counts_from_summaries_and_stage_statistics(tmp_path):
