@@ -426,6 +426,22 @@ class ServeSettings(_Settings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     upload_max_bytes: int = Field(64 << 20, ge=1, description="largest POST /v1/documents body (413 over it; "
                                   "every other route stays at 1 MiB); docs/upload.md")
+    upload_read_timeout_s: float = Field(300.0, gt=0, description="the longest a POST /v1/documents body may take "
+                                         "to arrive in full (408 after it); docs/upload.md")
+    body_read_timeout_s: float = Field(10.0, gt=0, description="the longest any other request body may take to "
+                                       "arrive in full, from the moment the ingress takes the request; 408 and the "
+                                       "connection closed after it, so a client that declares more bytes than it "
+                                       "sends cannot hold an ingress slot; docs/search.md \"Limits at the HTTP edge\"")
+    body_idle_timeout_s: float = Field(10.0, gt=0, description="the longest wait for the next piece of a request "
+                                       "body (uploads included); 408 after it")
+    max_requests_per_client: int = Field(16, ge=0, description="requests one client may have in flight in one "
+                                         "ingress replica (429 beyond): by API key when auth is on, else by address "
+                                         "(the proxy's TCP peer, or X-Forwarded-For from an address in Ray's "
+                                         "FORWARDED_ALLOW_IPS); 0: no limit")
+    ingress_max_ongoing_requests: int = Field(100, ge=1, description="requests one ingress replica takes at once "
+                                              "(Ray Serve's max_ongoing_requests, whose default 5 let five stalled "
+                                              "bodies stop all search); the ingress mostly awaits the other "
+                                              "deployments, so a request it holds costs a coroutine")
     page_image_max_dpi: int = Field(300, ge=36, le=1200, description="GET /v1/documents/{id}/pages/{n}.png: "
                                     "highest dpi (400 above it); docs/viewer.md")
     page_image_max_pixels: int = Field(16_000_000, ge=1, description="largest page image (width x height) "

@@ -30,7 +30,6 @@ import time
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from ray import serve
 from ray.exceptions import RayActorError
@@ -41,7 +40,8 @@ from kb_ray.errors import FilterError, KbRayError, UploadError
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
-from kb_ray.serving.http_guards import BodySizeLimit, allow_larger_body, validation_error_response
+from kb_ray.serving.edge_limits import BodyGuard, BodyRules, ClientConcurrencyLimit, EdgePolicy
+from kb_ray.serving.http_guards import add_error_handlers
 from kb_ray.serving.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from kb_ray.serving.uploads import UPLOAD_OPENAPI
 from kb_ray.serving.viewer import viewer_asset, viewer_page
@@ -49,12 +49,17 @@ from kb_ray.serving.viewer import viewer_asset, viewer_page
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
 MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its content-length, or once that much arrived
+UPLOAD_ROUTE = ("POST", "/v1/documents")  # its own body size and read deadline (serve.upload_*)
 WARM_UP_QUERY = "warm-up query"
-api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+# body size and read deadlines, requests in flight per client (kb_ray/serving/edge_limits.py): defaults
+# here, serve.* once SearchIngress starts
+EDGE = EdgePolicy(BodyRules(max_bytes=MAX_BODY_BYTES))
+api.add_middleware(BodyGuard, policy=EDGE)
+api.add_middleware(ClientConcurrencyLimit, policy=EDGE)  # inside BearerAuth: counts by API key when auth is on
 api.add_middleware(BearerAuth)  # a request without a valid key is refused first (docs/auth.md)
 METRICS = ServiceMetrics()  # this process's series, in a registry of their own (GET /metrics)
 api.add_middleware(MetricsMiddleware, metrics=METRICS, routes=lambda: api.router.routes)  # outermost: counts 401s too
-api.add_exception_handler(RequestValidationError, validation_error_response)  # 422 without echoing the input
+add_error_handlers(api)  # 422 without echoing the input; why a body could not be read; 499 for a client gone
 
 
 async def call_once_more_if_replica_died(method: Any, *args: Any) -> Any:
@@ -178,7 +183,7 @@ class SearchIngress:
                                         log=self.answer_log.append if config.answer.log else None)
         from kb_ray.serving.uploads import UploadService
 
-        allow_larger_body("POST", "/v1/documents", config.serve.upload_max_bytes)
+        EDGE.configure(config.serve, upload_route=UPLOAD_ROUTE)
         self.uploads = UploadService(config)
         self._gate_floor = 0  # the documents version of this replica's latest delete
 
