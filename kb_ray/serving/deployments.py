@@ -9,7 +9,8 @@
   but requests are not yet batched across callers; a ``@serve.batch`` page-query
   deployment is the next step when page search gets traffic).
 * ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
-* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx (kb_ray/serving/http_guards.py);
+* ``SearchIngress`` — the FastAPI app: body size and read deadlines and the in-flight limit per client
+  (kb_ray/serving/edge_limits.py), validation, fan-out, rerank, errors as 4xx (kb_ray/serving/http_guards.py);
   a search or embedding whose replica died is sent once more (``call_once_more_if_replica_died``); and
   ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path), logged to the
   ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py); uploads
