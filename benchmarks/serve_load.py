@@ -232,10 +232,12 @@ def recovery_text(row: dict) -> str:
         alone, answered = row["alone"], row["stalled_answered_s"]
         statuses = ", ".join(f"{count} × {status}" for status, count in sorted(row["stalled_statuses"].items()))
         when = "" if answered is None else f" after {answered[0]}-{answered[1]} s"
-        return (f"{row['stalled']} stalled bodies beside 1 search client (figures: that client); alone it had "
-                f"{alone['requests']} requests, {alone['errors']} errors, p50 {_ms(alone['p50_ms'])} ms "
-                f"(ratio {row['p50_ratio']}); the stalled got {statuses}{when}, {row['stalled_closed']} closed; "
-                f"edge: {', '.join(f'{k}={v}' for k, v in row['edge'].items())}")
+        ratio = "–" if row["p50_ratio"] is None else f"{row['p50_ratio']:.2f}"
+        return (f"{row['stalled']} stalled bodies beside 1 search client (the figures are that client's); the "
+                f"same client alone just before: {alone['requests']} requests, {alone['errors']} errors, p50 "
+                f"{_ms(alone['p50_ms'])} ms; p50 beside / alone: {ratio}; the stalled got {statuses}{when}, "
+                f"{row['stalled_closed']} closed by the service; "
+                f"edge: {', '.join(f'{k}={v:g}' for k, v in row['edge'].items())}")
     if row["scenario"] == "generation switch":
         return (f"index rebuilt (3 shards) in {row['index_build_s']} s, new generation served "
                 f"{row['new_generation_served_s']} s after the build began; switched: {row['switched']}")
