@@ -46,6 +46,7 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
     if not config.ingest.sources and not uploads:
         raise SourceError("no sources to ingest: set ingest.sources in the config or pass --source")
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options)
+    config = _concepts_for_live_graph(config)
     check_embedder(catalog, config)
     check_chunk_budget(config)
     if config.pages.enabled:  # fail before Ray starts when the page model is missing
@@ -76,6 +77,20 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
         build_beside_live(config, switch)
         report.model_switch = switch.to_dict()
     return report
+
+
+def _concepts_for_live_graph(config: KbConfig) -> KbConfig:
+    """``ingest.concepts`` unset follows ``index.graph`` — and the live generation's concept graph,
+    which its segments and compactions keep (kb_ray/index/build_options.py): a compaction needs
+    the concepts of every version it indexes, whatever this caller's ``index.graph`` says."""
+    from kb_ray.index.generations import load_manifest, read_current
+
+    if config.ingest.concepts is not None or config.index.graph:
+        return config
+    live = read_current(config.kb_root, storage_options=config.storage_options)
+    if live is None or "graph" not in load_manifest(config.kb_root, live, storage_options=config.storage_options).spec:
+        return config
+    return config.model_copy(update={"ingest": config.ingest.model_copy(update={"concepts": True})})
 
 
 def _switching_model(config: KbConfig) -> bool:
