@@ -207,7 +207,10 @@ class IngestSettings(_Settings):
     collection: str = "default"
     sources: list[str | SourceSettings] = Field(default_factory=list)  # a plain URI or a source with settings
     include: list[str] = Field(default_factory=lambda: ["**/*"])
-    sync: Literal["none", "incremental", "full"] = "incremental"
+    sync: Literal["none", "incremental", "full"] = Field(
+        "incremental", description="full: also tombstone the documents whose source file is gone from under a source "
+        "this run lists (a document of the collection ingested from another source is kept); none, incremental: "
+        "tombstone nothing")
     follow_symlinks: bool = False  # read local files whose symlinks lead outside the source directories
     keep_raw: bool = Field(False, description="also store each source's bytes in blobs/raw/<sha[:2]>/<sha> "
                            "(versions.raw_sha names them), so a citation renders after its source changed; "
