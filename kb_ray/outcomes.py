@@ -46,6 +46,14 @@ class Reason(StrEnum):
     UNKNOWN = "unknown"
 
 
+class NoteCode(StrEnum):
+    """Codes of non-fatal notes on a document that parsed: such a note reads ``"code: detail"``
+    in ``notes`` and in the ingest log's ``error`` (other notes, a parser fallback or a page
+    limit, are plain text)."""
+
+    UNSAFE_ARCHIVE_MEMBER = "unsafe_archive_member"  # a ZIP member named outside the archive (../, absolute): not read
+
+
 def reason_code(value: str | Reason) -> Reason:
     """``value`` as a :class:`Reason`; an unknown code raises, naming the known ones."""
     try:

@@ -110,3 +110,19 @@ def zip_bomb_docx(inflated_mib: int = 64) -> bytes:
         archive.writestr("word/document.xml", "<w:document/>")
         archive.writestr("word/media/image1.bin", bytes(inflated_mib << 20))
     return out.getvalue()
+
+
+ZIP_SLIP_MEMBERS = ("../../outside.sh", "/etc/cron.d/evil", "word\\..\\..\\evil.dll")
+
+
+def zip_slip_docx() -> bytes:
+    """The golden policy.docx plus members named outside the archive (a "zip slip"): a
+    relative climb, an absolute path and a Windows-style climb."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(GOLDEN_SOURCES / "policy.docx") as real, \
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member in real.infolist():
+            archive.writestr(member, real.read(member))
+        for name in ZIP_SLIP_MEMBERS:
+            archive.writestr(name, "echo escaped\n")
+    return out.getvalue()

@@ -90,6 +90,20 @@ def test_a_zip_bomb_docx_fails_before_anything_is_inflated_and_a_real_docx_parse
     assert router.parse((GOLDEN_SOURCES / "policy.docx").read_bytes(), filename="policy.docx").status == "ok"
 
 
+def test_a_docx_with_members_named_outside_the_archive_parses_and_names_each_in_a_note_and_a_warning(caplog):
+    from tests.ingest.corpus import ZIP_SLIP_MEMBERS, zip_slip_docx
+
+    router = build_router(ParseSettings(isolate=False))
+    with caplog.at_level("WARNING", logger="kb_ray.parsing.docling_formats"):
+        result = router.parse(zip_slip_docx(), filename="slip.docx")
+    assert result.status == "ok" and result.blocks, result.error  # the document itself is read
+    assert [note.split(":")[0] for note in result.notes] == ["unsafe_archive_member"] * len(ZIP_SLIP_MEMBERS)
+    for name, note, record in zip(ZIP_SLIP_MEMBERS, result.notes, caplog.records, strict=True):
+        assert repr(name) in note and record.getMessage() == f"slip.docx: {note}"
+    plain = router.parse((GOLDEN_SOURCES / "policy.docx").read_bytes(), filename="policy.docx")
+    assert plain.status == "ok" and plain.notes == []
+
+
 def test_model_parsers_children_get_no_address_space_cap():
     import functools
 
