@@ -29,7 +29,8 @@ class Reason(StrEnum):
     INVALID_ENCODING = "invalid_encoding"  # a text file that is not UTF-8
     NO_TEXT_LAYER = "no_text_layer"  # scanned or image-only PDF (needs OCR)
     TIMEOUT = "timeout"  # over parse.max_seconds (the parser's process is killed), or the model parser's own timeout
-    MEMORY_LIMIT = "memory_limit"  # the parser's process ran out of parse.max_memory_mb
+    # the parser's process ran out of parse.max_memory_mb, or pdfium out of parse.pdfium_memory_mb for one page
+    MEMORY_LIMIT = "memory_limit"
     NESTING_TOO_DEEP = "nesting_too_deep"  # markup nested deeper than parse.max_nesting (or than the parser recurses)
     # an archive (DOCX/PPTX/XLSX) inflating past its limits, or an image (frame) over parse.max_image_pixels
     DECOMPRESSION_BOMB = "decompression_bomb"
