@@ -233,7 +233,11 @@ INGEST_RUNS = _table(
     ("run_id",),
     """One row per ingest run: when it started and finished, its status, the resolved
     config and code version it ran with, and its report (documents seen/new/changed/
-    skipped/failed, chunks new/reused, time per stage) as JSON.""",
+    skipped/failed, chunks new/reused, time per stage) as JSON. ``status``: ``running``
+    (recorded at its start), ``succeeded``, ``failed_documents`` (finished, some documents
+    failed), ``crashed`` (it stopped on an error and recorded it) or ``abandoned``: it was
+    killed and recorded nothing more, and the next ingest to take the writer lease marked it
+    so (``finished_at`` stays null; kb_ray/ingest/run.py).""",
     ("run_id", pa.string()), ("started_at", TIMESTAMP), ("finished_at", TIMESTAMP),
     ("status", pa.string()), ("config_json", pa.string()), ("code_version", pa.string()),
     ("report_json", pa.string()),

@@ -132,6 +132,7 @@ def _refresh_index(config: KbConfig, report: IngestReport) -> None:
 def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: MicroBatchCommitter,
                        report: IngestReport, started: float, on_progress: ProgressCallback | None,
                        verbose: bool, uploads: list[UploadedFile] | None) -> None:
+    _abandon_dead_runs(catalog, by=report.run_id)
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
     try:
         plan, metadata = plan_uploads(uploads, catalog=catalog, pipeline_fp=_pipeline_fp(config),
@@ -315,6 +316,20 @@ def check_chunk_budget(config: KbConfig) -> None:
         logger.warning("chunks of up to %d tokens but the embedder %s reads %d and index.passage_chars is 0: "
                        "each chunk's tail is never embedded; set index.passage_chars (default 512) or "
                        "chunking.max_tokens <= %d", budget, embedder_dir, limit, limit)
+
+
+def _abandon_dead_runs(catalog: DeltaCatalog, *, by: str) -> None:
+    """Mark ``abandoned`` the runs still marked running: every run holds the writer lease from
+    its first record to its last, so a run marked running while this one holds the lease
+    stopped without recording its end (a driver killed with SIGKILL, whose lease was taken
+    over as stale)."""
+    dead = catalog.read("ingest_runs", filter=pc.field("status") == "running").to_pylist()
+    if not dead:
+        return
+    logger.warning("ingest run(s) %s stopped without recording an end (killed?); %s marks them abandoned",
+                   ", ".join(row["run_id"] for row in dead), by)
+    catalog.merge_upsert("ingest_runs", to_table("ingest_runs", [{**row, "status": "abandoned"} for row in dead]),
+                         keys=["run_id"])
 
 
 def _record_run(catalog: DeltaCatalog, report: IngestReport, config: KbConfig, *, started_at: datetime | None) -> None:
