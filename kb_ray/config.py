@@ -53,6 +53,11 @@ class ParseSettings(_Settings):
     # per parse worker with these bounds (kb_ray/parsing/isolation.py); false: in the worker
     isolate: bool = True
     max_memory_mb: int | None = Field(4096, ge=256)  # the parser process's address space (RLIMIT_AS); None: unbounded
+    # what opening a PDF, and then reading one of its pages, may add to that address space in pdf_text
+    # (pdfium inflates the page's streams and renders its figures there, and aborts its process when an
+    # allocation fails): past it the document fails as memory_limit (kb_ray/parsing/native_memory.py).
+    # A 2 GiB flate bomb then peaks at ~0.6 GB resident instead of 2.4 GB; None: only max_memory_mb
+    pdfium_memory_mb: int | None = Field(512, ge=64)
     max_nesting: int = Field(256, ge=8)  # HTML/XML element depth; deeper fails fast as nesting_too_deep
     # width x height of one image (TIFF frame) the OCR parser decodes; larger fails as decompression_bomb
     # from the header, before any pixel is decoded. 50 M admits an A4 page scanned at 600 dpi (35 M)
@@ -207,7 +212,10 @@ class IngestSettings(_Settings):
     collection: str = "default"
     sources: list[str | SourceSettings] = Field(default_factory=list)  # a plain URI or a source with settings
     include: list[str] = Field(default_factory=lambda: ["**/*"])
-    sync: Literal["none", "incremental", "full"] = "incremental"
+    sync: Literal["none", "incremental", "full"] = Field(
+        "incremental", description="full: also tombstone the documents whose source file is gone from under a source "
+        "this run lists (a document of the collection ingested from another source is kept); none, incremental: "
+        "tombstone nothing")
     follow_symlinks: bool = False  # read local files whose symlinks lead outside the source directories
     keep_raw: bool = Field(False, description="also store each source's bytes in blobs/raw/<sha[:2]>/<sha> "
                            "(versions.raw_sha names them), so a citation renders after its source changed; "

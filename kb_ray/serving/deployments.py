@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse, Response
 from ray import serve
 from ray.exceptions import RayActorError
 
-from kb_ray.auth.scope import may_see_document
+from kb_ray.auth.scope import ReadScope
 from kb_ray.config import KbConfig, SearchSettings
 from kb_ray.errors import FilterError, KbRayError, UploadError
 from kb_ray.search.errors import SearchRequestError, query_too_long
@@ -198,32 +198,33 @@ class SearchIngress:
 
     @api.post("/v1/search")
     async def search(self, request: SearchRequest, http: Request) -> JSONResponse:
-        request.filter = self.auth.scope_filter(caller_of(http), request.filter)
+        request.filter = self._scope(http).filter(request.filter)
         return JSONResponse(await self._search(request))
 
     @api.post("/v1/answer")
     async def answer(self, request: AnswerRequest, http: Request) -> JSONResponse:
         """An answer with verified citations (docs/answers.md); 400 on an empty query, an unknown
-        mode or an ambiguous document name, 404 when a named document does not exist."""
+        mode or an ambiguous document name, 404 when no document the key may read has a name.
+        Every search and document lookup of every mode runs inside the key's scope."""
         from kb_ray.answer.sections import DocumentReferenceError
 
         self._check_query_length(request.query)
-        request.filter = self.auth.scope_filter(caller_of(http), request.filter)
         try:
-            return JSONResponse(await self.answerer.answer(request.model_dump()))
+            return JSONResponse(await self.answerer.answer(request.model_dump(), scope=self._scope(http)))
         except DocumentReferenceError as exc:
             raise HTTPException(404 if exc.not_found else 400, str(exc)) from exc
         except KbRayError as exc:  # bad request (empty query, unknown mode) or generator set-up
             raise HTTPException(400, str(exc)) from exc
 
     @api.post("/v1/answers/{answer_id}/feedback")
-    async def feedback(self, answer_id: str, request: FeedbackRequest) -> JSONResponse:
-        """A verdict (up | down | bad_retrieval, optional comment) on a logged answer; 404 for an unknown id."""
+    async def feedback(self, answer_id: str, request: FeedbackRequest, http: Request) -> JSONResponse:
+        """A verdict (up | down | bad_retrieval, optional comment) on a logged answer; 404 for an
+        unknown id or another tenant's answer."""
         from kb_ray.answer.log import UnknownAnswerError
 
         try:
             row = await asyncio.to_thread(self.answer_log.add_feedback, answer_id=answer_id, rating=request.rating,
-                                          comment=request.comment)
+                                          comment=request.comment, scope=self._scope(http))
         except UnknownAnswerError as exc:
             raise HTTPException(404, str(exc)) from exc
         return JSONResponse(row)
@@ -242,7 +243,7 @@ class SearchIngress:
     @api.get("/v1/ingests/{ingest_id}")
     async def ingest(self, ingest_id: str, http: Request) -> JSONResponse:
         """An upload's status (queued | running | done | failed) and each file's outcome; 404 unknown."""
-        status = await self.uploads.ingest(ingest_id, caller=caller_of(http))
+        status = await self.uploads.ingest(ingest_id, scope=self._scope(http))
         if status is None:
             raise HTTPException(404, f"no ingest {ingest_id}")
         return JSONResponse(status)
@@ -250,8 +251,7 @@ class SearchIngress:
     @api.delete("/v1/documents/{document_id}")
     async def delete_document(self, document_id: str, http: Request) -> JSONResponse:
         """Tombstone a document, hidden from search at once; 404 unknown, deleted or another tenant's."""
-        caller = caller_of(http)
-        deleted = await self.uploads.delete(document_id, caller=caller, collections=self.auth.collections(caller))
+        deleted = await self.uploads.delete(document_id, scope=self._scope(http))
         if deleted is None:
             raise HTTPException(404, f"no document {document_id}")
         # every later search carries the documents version the tombstone is in: each searcher
@@ -316,14 +316,10 @@ class SearchIngress:
 
     @api.get("/v1/documents/{document_id}")
     async def document(self, document_id: str, http: Request) -> JSONResponse:
-        from kb_ray.catalog.delta import DeltaCatalog
         from kb_ray.search.documents import document_view
 
-        catalog = DeltaCatalog.open(self.config.kb_root, storage_options=self.config.storage_options, create=False)
-        view = document_view(catalog, document_id)
-        caller = caller_of(http)
-        if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
-            raise HTTPException(404, f"no document {document_id}")  # another tenant's: 404, not 403
+        view = await asyncio.to_thread(document_view, self._read_catalog(), document_id)
+        self._check_visible(http, view, f"no document {document_id}")
         return JSONResponse(view)
 
     @api.get("/v1/documents/{document_id}/text")
@@ -398,7 +394,7 @@ class SearchIngress:
 
         raw = {key: value.split(",") for key, value in
                (("collection", collection), ("tags_any", tags_any), ("mime", mime)) if value}
-        scoped = self.auth.scope_filter(caller_of(http), raw)
+        scoped = self._scope(http).filter(raw)
         try:
             page = await asyncio.to_thread(list_documents, self._read_catalog(), filter=scoped, limit=limit,
                                            cursor=cursor)
@@ -448,9 +444,12 @@ class SearchIngress:
         manifest = live_manifest(self.config.kb_root, storage_options=self.config.storage_options)
         return chunk_view(self._read_catalog(), chunk_id, manifest=manifest)
 
+    def _scope(self, http: Request) -> ReadScope:
+        """The one scope every read of this request goes through (docs/security.md)."""
+        return self.auth.scope(caller_of(http))
+
     def _check_visible(self, http: Request, view: dict[str, Any] | None, missing: str) -> None:
-        caller = caller_of(http)
-        if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
+        if not self._scope(http).sees(view):
             raise HTTPException(404, missing)  # another tenant's: 404, not 403
 
 

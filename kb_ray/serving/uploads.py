@@ -29,7 +29,7 @@ from typing import Any
 from starlette.datastructures import UploadFile
 
 from kb_ray.auth.keys import Caller
-from kb_ray.auth.scope import may_see_document
+from kb_ray.auth.scope import ReadScope
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import KbConfig
 from kb_ray.errors import UploadError
@@ -168,16 +168,15 @@ class UploadService:
         upload starts another (which takes the files the dead one left ``running``)."""
         upload_worker(self.config).drain.remote()
 
-    async def ingest(self, ingest_id: str, *, caller: Caller | None) -> dict[str, Any] | None:
+    async def ingest(self, ingest_id: str, *, scope: ReadScope) -> dict[str, Any] | None:
         status = await asyncio.to_thread(self.queue.status, ingest_id)
-        if status is None or (caller is not None and status["tenant"] != caller.tenant):
+        if status is None or not scope.owns_tenant_row(status["tenant"]):
             return None  # another tenant's ingest is as unknown as a missing one
         return status
 
-    async def delete(self, document_id: str, *, caller: Caller | None,
-                     collections: list[str] | None) -> dict[str, Any] | None:
+    async def delete(self, document_id: str, *, scope: ReadScope) -> dict[str, Any] | None:
         document = await asyncio.to_thread(active_document, self.catalog, document_id)
-        if document is None or not may_see_document(caller, document, collections=collections):
+        if not scope.sees(document):
             return None
         row = await asyncio.to_thread(delete_document, self.catalog, document)
         return {"document_id": document_id, "deleted_at": row["deleted_at"].isoformat()}

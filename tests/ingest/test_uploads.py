@@ -173,7 +173,8 @@ def test_a_batch_plan_never_counts_uploaded_documents_as_vanished(catalog):
         {"collection": "c", "uri": uri, "key": uri, "document_id": ids.document_id(collection="c", key=uri),
          "status": "present"} for uri in ("upload://c/up.md", "/data/c/gone.txt")], schema=catalog.read("sources").schema)
     catalog.append("sources", sources)
-    plan = plan_ingest(LISTING_SCHEMA.empty_table(), catalog=catalog, collection="c", pipeline_fp="fp")
+    plan = plan_ingest(LISTING_SCHEMA.empty_table(), catalog=catalog, collection="c", pipeline_fp="fp",
+                       roots=["/data/c", "upload://c"])  # even a root that names them
     assert plan.vanished.column("uri").to_pylist() == ["/data/c/gone.txt"]
 
 
