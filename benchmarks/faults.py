@@ -7,7 +7,7 @@ one PDF; two documents per micro-batch). Each scenario injects its fault into a 
 then reruns the same ingest as a person would, and compares the result with one clean ingest
 of the same corpus: documents lost, rows duplicated (every table's keys), equal to the clean
 catalog, ``verify --strict``, and the rerun's seconds (recovery). The serve scenarios come from
-benchmarks/serve_load.py (steady load, a searcher replica killed, a generation switch).
+benchmarks/serve_load.py (steady load, a searcher replica killed, a generation switch, stalled clients).
 Writes benchmarks/results/faults.md and faults.json.
 """
 

@@ -233,7 +233,11 @@ INGEST_RUNS = _table(
     ("run_id",),
     """One row per ingest run: when it started and finished, its status, the resolved
     config and code version it ran with, and its report (documents seen/new/changed/
-    skipped/failed, chunks new/reused, time per stage) as JSON.""",
+    skipped/failed, chunks new/reused, time per stage) as JSON. ``status``: ``running``
+    (recorded at its start), ``succeeded``, ``failed_documents`` (finished, some documents
+    failed), ``crashed`` (it stopped on an error and recorded it) or ``abandoned``: it was
+    killed and recorded nothing more, and the next ingest to take the writer lease marked it
+    so (``finished_at`` stays null; kb_ray/ingest/run.py).""",
     ("run_id", pa.string()), ("started_at", TIMESTAMP), ("finished_at", TIMESTAMP),
     ("status", pa.string()), ("config_json", pa.string()), ("code_version", pa.string()),
     ("report_json", pa.string()),
@@ -277,7 +281,9 @@ ANSWERS = _table(
     citation's quote, pages and regions, so the row still reads after a purge), how many
     sentences it had and how many verification flagged unsupported (``sentences_json``: each
     with its support and problem), the verification outcome (ok | repaired | flagged |
-    refused), whether it abstained, latency, tokens, cost and the answer text. Append-only;
+    refused), whether it abstained, latency, tokens, cost and the answer text, and ``tenant``:
+    the API key's tenant the service answered (null with auth off and for ``kb-ray ask``), the
+    only tenant whose feedback the answer takes (docs/security.md). Append-only;
     ``purge`` leaves it alone (it is a log, not part of the searchable corpus).""",
     ("answer_id", pa.string()), ("created_at", TIMESTAMP), ("query", pa.string()), ("mode", pa.string()),
     ("filter_json", pa.string()), ("request_json", pa.string()), ("generator_backend", pa.string()),
@@ -287,7 +293,7 @@ ANSWERS = _table(
     ("sentences_json", pa.string()), ("verification", pa.string()), ("abstained", pa.bool_()),
     ("repaired", pa.bool_()), ("error", pa.string()), ("latency_ms", pa.float64()),
     ("timings_json", pa.string()), ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()),
-    ("cost_usd", pa.float64()), ("answer", pa.string()),
+    ("cost_usd", pa.float64()), ("answer", pa.string()), ("tenant", pa.string()),
 )
 
 FEEDBACK = _table(

@@ -53,6 +53,11 @@ class ParseSettings(_Settings):
     # per parse worker with these bounds (kb_ray/parsing/isolation.py); false: in the worker
     isolate: bool = True
     max_memory_mb: int | None = Field(4096, ge=256)  # the parser process's address space (RLIMIT_AS); None: unbounded
+    # what opening a PDF, and then reading one of its pages, may add to that address space in pdf_text
+    # (pdfium inflates the page's streams and renders its figures there, and aborts its process when an
+    # allocation fails): past it the document fails as memory_limit (kb_ray/parsing/native_memory.py).
+    # A 2 GiB flate bomb then peaks at ~0.6 GB resident instead of 2.4 GB; None: only max_memory_mb
+    pdfium_memory_mb: int | None = Field(512, ge=64)
     max_nesting: int = Field(256, ge=8)  # HTML/XML element depth; deeper fails fast as nesting_too_deep
     # width x height of one image (TIFF frame) the OCR parser decodes; larger fails as decompression_bomb
     # from the header, before any pixel is decoded. 50 M admits an A4 page scanned at 600 dpi (35 M)
@@ -207,7 +212,10 @@ class IngestSettings(_Settings):
     collection: str = "default"
     sources: list[str | SourceSettings] = Field(default_factory=list)  # a plain URI or a source with settings
     include: list[str] = Field(default_factory=lambda: ["**/*"])
-    sync: Literal["none", "incremental", "full"] = "incremental"
+    sync: Literal["none", "incremental", "full"] = Field(
+        "incremental", description="full: also tombstone the documents whose source file is gone from under a source "
+        "this run lists (a document of the collection ingested from another source is kept); none, incremental: "
+        "tombstone nothing")
     follow_symlinks: bool = False  # read local files whose symlinks lead outside the source directories
     keep_raw: bool = Field(False, description="also store each source's bytes in blobs/raw/<sha[:2]>/<sha> "
                            "(versions.raw_sha names them), so a citation renders after its source changed; "
@@ -435,6 +443,22 @@ class ServeSettings(_Settings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     upload_max_bytes: int = Field(64 << 20, ge=1, description="largest POST /v1/documents body (413 over it; "
                                   "every other route stays at 1 MiB); docs/upload.md")
+    upload_read_timeout_s: float = Field(300.0, gt=0, description="the longest a POST /v1/documents body may take "
+                                         "to arrive in full (408 after it); docs/upload.md")
+    body_read_timeout_s: float = Field(10.0, gt=0, description="the longest any other request body may take to "
+                                       "arrive in full, from the moment the ingress takes the request; 408 and the "
+                                       "connection closed after it, so a client that declares more bytes than it "
+                                       "sends cannot hold an ingress slot; docs/search.md \"Limits at the HTTP edge\"")
+    body_idle_timeout_s: float = Field(10.0, gt=0, description="the longest wait for the next piece of a request "
+                                       "body (uploads included); 408 after it")
+    max_requests_per_client: int = Field(16, ge=0, description="requests one client may have in flight in one "
+                                         "ingress replica (429 beyond): by API key when auth is on, else by address "
+                                         "(the proxy's TCP peer, or X-Forwarded-For from an address in Ray's "
+                                         "FORWARDED_ALLOW_IPS); 0: no limit")
+    ingress_max_ongoing_requests: int = Field(100, ge=1, description="requests one ingress replica takes at once "
+                                              "(Ray Serve's max_ongoing_requests, whose default 5 let five stalled "
+                                              "bodies stop all search); the ingress mostly awaits the other "
+                                              "deployments, so a request it holds costs a coroutine")
     page_image_max_dpi: int = Field(300, ge=36, le=1200, description="GET /v1/documents/{id}/pages/{n}.png: "
                                     "highest dpi (400 above it); docs/viewer.md")
     page_image_max_pixels: int = Field(16_000_000, ge=1, description="largest page image (width x height) "

@@ -51,3 +51,8 @@ class UploadError(KbRayError):
     def __init__(self, message: str, *, status: int = 400) -> None:
         self.status = status
         super().__init__(message)
+
+
+class RequestBodyError(KbRayError):
+    """A request body the service cannot take as it is (nested too deep): HTTP 400 with the message.
+    Raised from a request model's validator, so that it is not turned into a 422 field error."""

@@ -29,7 +29,8 @@ class Reason(StrEnum):
     INVALID_ENCODING = "invalid_encoding"  # a text file that is not UTF-8
     NO_TEXT_LAYER = "no_text_layer"  # scanned or image-only PDF (needs OCR)
     TIMEOUT = "timeout"  # over parse.max_seconds (the parser's process is killed), or the model parser's own timeout
-    MEMORY_LIMIT = "memory_limit"  # the parser's process ran out of parse.max_memory_mb
+    # the parser's process ran out of parse.max_memory_mb, or pdfium out of parse.pdfium_memory_mb for one page
+    MEMORY_LIMIT = "memory_limit"
     NESTING_TOO_DEEP = "nesting_too_deep"  # markup nested deeper than parse.max_nesting (or than the parser recurses)
     # an archive (DOCX/PPTX/XLSX) inflating past its limits, or an image (frame) over parse.max_image_pixels
     DECOMPRESSION_BOMB = "decompression_bomb"
@@ -44,6 +45,14 @@ class Reason(StrEnum):
     BAD_METADATA = "bad_metadata"  # a sidecar (.meta.json/.meta.yaml) or Markdown front matter that is not valid
     # A failed version the catalog recorded before reason codes were stored:
     UNKNOWN = "unknown"
+
+
+class NoteCode(StrEnum):
+    """Codes of non-fatal notes on a document that parsed: such a note reads ``"code: detail"``
+    in ``notes`` and in the ingest log's ``error`` (other notes, a parser fallback or a page
+    limit, are plain text)."""
+
+    UNSAFE_ARCHIVE_MEMBER = "unsafe_archive_member"  # a ZIP member named outside the archive (../, absolute): not read
 
 
 def reason_code(value: str | Reason) -> Reason:

@@ -55,8 +55,9 @@ def parse_routes(settings: ParseSettings) -> dict[str, list[str]]:
 def build_router(settings: ParseSettings) -> ParserRouter:
     """Routes from config, else the defaults (PDFs to ``docling_pdf`` first when it is enabled)."""
     memory = settings.max_memory_mb * 1024 * 1024 if settings.max_memory_mb else None
+    pdfium_memory = settings.pdfium_memory_mb * 1024 * 1024 if settings.pdfium_memory_mb else None
     limits = ParseLimits(max_bytes=settings.max_bytes, max_pages=settings.max_pages, max_seconds=settings.max_seconds,
-                         max_memory_bytes=memory, max_nesting=settings.max_nesting,
+                         max_memory_bytes=memory, pdfium_memory_bytes=pdfium_memory, max_nesting=settings.max_nesting,
                          max_image_pixels=settings.max_image_pixels)
     routes = parse_routes(settings)
     options = {"pdf_text": {"figure_crops": settings.figure_crops, "crop_dpi": settings.figure_crop_dpi,

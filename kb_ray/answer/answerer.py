@@ -21,6 +21,7 @@ import numpy as np
 from kb_ray.answer.pack import evidence_pack
 from kb_ray.answer.types import AnswerMode, Generation, Generator, Passage, Sentence
 from kb_ray.answer.verify import verify_text
+from kb_ray.auth.scope import ReadScope
 from kb_ray.config import AnswerSettings
 from kb_ray.errors import KbRayError
 
@@ -57,11 +58,12 @@ class Draft:
 class Answerer:
     def __init__(self, settings: AnswerSettings, *, generator: Generator, search: Search,
                  embed: Embed | None = None, log: Callable[[dict, dict], None] | None = None,
-                 catalog: Any = None) -> None:
+                 catalog: Any = None, scope: ReadScope | None = None) -> None:
         self.settings = settings
         self.catalog = catalog  # a DeltaCatalog or a function opening one: summary and compare read documents from it
         self.generator = generator
-        self.search = search
+        self.scope = scope or ReadScope.unrestricted()  # every search and document lookup of every mode
+        self._search = search
         self.embed = embed
         self.log = log
 
@@ -74,6 +76,11 @@ class Answerer:
         response["timings_ms"]["total"] = _ms(started)
         self._log(request, response)
         return response
+
+    def search(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A ``/v1/search`` body searched with the caller's scope forced into its filter: the one
+        way every mode searches (docs/security.md)."""
+        return self._search({**body, "filter": self.scope.filter(body.get("filter"))})
 
     def generator_info(self) -> dict[str, Any]:
         return {"backend": self.generator.backend, "model": self.generator.model,
@@ -199,7 +206,7 @@ def _within_documents(answerer: Answerer, search_filter: dict[str, Any] | None,
     from kb_ray.answer.sections import resolve_document_ids
     from kb_ray.answer.summary import catalog_of
 
-    ids = resolve_document_ids(catalog_of(answerer), documents)
+    ids = resolve_document_ids(catalog_of(answerer), documents, scope=answerer.scope)
     given = (search_filter or {}).get("document_ids")
     if given is not None:
         ids = [document_id for document_id in ids if document_id in set(given)]

@@ -34,7 +34,7 @@ CELL_K = 4  # hits searched per cell: one short statement needs few passages
 def answer_compare(answerer: Answerer, request: dict[str, Any]) -> dict[str, Any]:
     """The compare response: ``cells`` plus the shared fields; ``answer`` is the Markdown table."""
     timings: dict[str, float] = {}
-    outlines = resolve_documents(catalog_of(answerer), request["documents"] or [])
+    outlines = resolve_documents(catalog_of(answerer), request["documents"] or [], scope=answerer.scope)
     if len(outlines) < 2:
         raise AnswerRequestError(f"compare mode needs two or more documents, got {len(outlines)}: name them in "
                                  "'documents' (use mode=summary for one)")

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kb_ray.auth.scope import ReadScope
 from kb_ray.catalog.commits import retry_on_conflict
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.errors import KbRayError
@@ -59,9 +60,10 @@ class AnswerLog:
 
     # -- answers -------------------------------------------------------------------------
 
-    def append(self, request: dict[str, Any], response: dict[str, Any]) -> None:
-        """Log one answer (the Answerer's ``log(request, response)``)."""
-        row = answer_row(request, response)
+    def append(self, request: dict[str, Any], response: dict[str, Any], *, tenant: str | None = None) -> None:
+        """Log one answer (the Answerer's ``log(request, response)``); ``tenant``: the key's tenant
+        the service answered (None with auth off or in-process), the only one whose feedback it takes."""
+        row = {**answer_row(request, response), "tenant": tenant}
         with self._lock:
             self._pending.append(row)
             self._oldest = self._oldest or time.monotonic()
@@ -102,20 +104,27 @@ class AnswerLog:
                 except Exception:  # keep the rows' loss visible, keep the thread alive
                     logger.exception("could not flush the answer log")
 
-    def knows(self, answer_id: str) -> bool:
+    def knows(self, answer_id: str, *, scope: ReadScope | None = None) -> bool:
+        """Whether ``answer_id`` was logged and is the scope's: with a tenant scope, only that
+        tenant's answers count (another tenant's answer is as unknown as a missing one)."""
+        scope = scope or ReadScope.unrestricted()
         with self._lock:
-            if any(row["answer_id"] == answer_id for row in self._pending):
-                return True
-        found = self.catalog.read("answers", columns=["answer_id"], filter=pc.field("answer_id") == answer_id)
-        return found.num_rows > 0
+            pending = [row["tenant"] for row in self._pending if row["answer_id"] == answer_id]
+        if pending:
+            return scope.owns_tenant_row(pending[0])
+        found = self.catalog.read("answers", columns=["answer_id", "tenant"],
+                                  filter=pc.field("answer_id") == answer_id).to_pylist()
+        return bool(found) and scope.owns_tenant_row(found[0]["tenant"])
 
     # -- feedback ------------------------------------------------------------------------
 
-    def add_feedback(self, *, answer_id: str, rating: str, comment: str | None = None) -> dict[str, Any]:
-        """Append one verdict; :class:`UnknownAnswerError` when the answer was never logged."""
+    def add_feedback(self, *, answer_id: str, rating: str, comment: str | None = None,
+                     scope: ReadScope | None = None) -> dict[str, Any]:
+        """Append one verdict; :class:`UnknownAnswerError` when the answer was never logged or
+        (with a tenant ``scope``) is another tenant's."""
         if rating not in RATINGS:
             raise KbRayError(f"unknown rating {rating!r}; use one of {', '.join(RATINGS)}")
-        if not self.knows(answer_id):
+        if not self.knows(answer_id, scope=scope):
             raise UnknownAnswerError(f"no logged answer {answer_id!r} (answers are logged when answer.log is true)")
         row = {"feedback_id": uuid.uuid4().hex, "answer_id": answer_id, "created_at": _now(), "rating": rating,
                "comment": comment}

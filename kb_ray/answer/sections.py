@@ -1,8 +1,11 @@
 """Named documents and their section trees, read from the catalog (summary and compare modes).
 
 ``resolve_documents`` turns the request's ``documents`` (ids, titles, URIs or file names) into
-active documents with their active version's chunks; a reference that names no active
-document, or several, raises :class:`DocumentReferenceError` listing the candidates.
+active documents with their active version's chunks, looking only at the documents the
+caller's :class:`~kb_ray.auth.scope.ReadScope` sees: a document outside it is as unknown as one
+that never existed (same 404, same message). A reference that names no such document, or
+several, raises :class:`DocumentReferenceError` listing candidates from inside the scope, each
+by id and name (title or file name), never by URI: a local document's URI is a server path.
 
 A document's section tree comes from its chunks' ``heading_path`` (in ordinal order): the
 prefix every chunk shares (the document's title heading) is dropped, chunks are grouped by
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from kb_ray.auth.scope import ReadScope
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.catalog.sql import open_sql_session
 from kb_ray.errors import KbRayError
@@ -27,7 +31,7 @@ from kb_ray.search.documents import document_view
 OVERVIEW = "Overview"
 MIN_SECTION_TOKENS = 40  # a top-level group under this is folded into its neighbour
 _ACTIVE_SQL = """
-SELECT document_id, title, uri, key, collection FROM active_documents ORDER BY document_id
+SELECT document_id, title, uri, key, collection, acl FROM active_documents ORDER BY document_id
 """
 _ELEMENTS_SQL = """
 SELECT span_start, span_end, regions FROM elements
@@ -38,13 +42,14 @@ _NUMBERING = re.compile(r"^\s*(?:[0-9]+(?:\.[0-9]+)*|[IVXLC]+\.|[A-Z]\.)\s+")
 
 class DocumentReferenceError(KbRayError):
     """A named document is unknown, ambiguous or has no active version; ``candidates`` lists
-    ``{"document_id", "title", "uri"}`` of the documents it could have meant; ``not_found``
-    (HTTP 404, else 400) when no active document has that name."""
+    ``{"document_id", "title", "name"}`` of the documents in the caller's scope it could have
+    meant (``name``: the title, else the file name); ``not_found`` (HTTP 404, else 400) when no
+    active document in the scope has that name."""
 
     def __init__(self, message: str, candidates: list[dict[str, Any]], *, not_found: bool = False) -> None:
         self.candidates = candidates
         self.not_found = not_found
-        listed = "; ".join(f"{c['document_id']} ({c['title'] or c['uri']})" for c in candidates)
+        listed = "; ".join(f"{c['document_id']} ({c['name']})" for c in candidates)
         super().__init__(f"{message}; candidates: {listed}" if candidates else message)
 
 
@@ -76,19 +81,22 @@ class DocumentOutline:
         return self.title or PurePosixPath(self.uri or self.document_id).name
 
 
-def resolve_documents(catalog: DeltaCatalog, references: list[str]) -> list[DocumentOutline]:
-    """The active documents the references name, in order (a document named twice once)."""
-    return [_outline(catalog, document_id) for document_id in resolve_document_ids(catalog, references)]
+def resolve_documents(catalog: DeltaCatalog, references: list[str], *,
+                      scope: ReadScope) -> list[DocumentOutline]:
+    """The active documents in ``scope`` the references name, in order (a document named twice once)."""
+    return [_outline(catalog, document_id)
+            for document_id in resolve_document_ids(catalog, references, scope=scope)]
 
 
-def resolve_document_ids(catalog: DeltaCatalog, references: list[str]) -> list[str]:
-    """The ids of the active documents the references (ids or titles) name, in order, once each."""
+def resolve_document_ids(catalog: DeltaCatalog, references: list[str], *, scope: ReadScope) -> list[str]:
+    """The ids of the active documents in ``scope`` the references (ids or titles) name, in
+    order, once each; documents outside the scope are never matched, listed or mentioned."""
     if not references:
         raise DocumentReferenceError("this mode needs 'documents': ids or titles of the documents to use", [])
-    active = _active_documents(catalog)
+    active = [doc for doc in _active_documents(catalog) if scope.sees(doc)]
     ids: list[str] = []
     for reference in references:
-        document_id = _resolve_one(reference, active, catalog)
+        document_id = _resolve_one(reference, active, catalog, scope)
         if document_id not in ids:
             ids.append(document_id)
     return ids
@@ -104,7 +112,7 @@ def _active_documents(catalog: DeltaCatalog) -> list[dict[str, Any]]:
         connection.close()
 
 
-def _resolve_one(reference: str, active: list[dict[str, Any]], catalog: DeltaCatalog) -> str:
+def _resolve_one(reference: str, active: list[dict[str, Any]], catalog: DeltaCatalog, scope: ReadScope) -> str:
     wanted = reference.strip()
     if any(doc["document_id"] == wanted for doc in active):
         return wanted
@@ -114,10 +122,11 @@ def _resolve_one(reference: str, active: list[dict[str, Any]], catalog: DeltaCat
     if matches:
         raise DocumentReferenceError(f"document {reference!r} is ambiguous: {len(matches)} active documents match "
                                      "it; name one by its id", [_candidate(d) for d in matches])
-    if document_view(catalog, wanted) is not None:
+    if scope.sees(document_view(catalog, wanted)):
         raise DocumentReferenceError(f"document {reference!r} has no active version (deleted or never committed)", [],
                                      not_found=True)
-    raise DocumentReferenceError(f"no active document is named {reference!r} (by id, title, uri or file name)",
+    raise DocumentReferenceError(f"no active document you may read is named {reference!r} (by id, title, uri "
+                                 "or file name)",
                                  [_candidate(d) for d in _close(wanted, active)], not_found=True)
 
 
@@ -141,7 +150,8 @@ def _fold(value: str | None) -> str:
 
 
 def _candidate(doc: dict[str, Any]) -> dict[str, Any]:
-    return {"document_id": doc["document_id"], "title": doc["title"], "uri": doc["uri"]}
+    return {"document_id": doc["document_id"], "title": doc["title"],
+            "name": doc["title"] or PurePosixPath(doc["uri"] or "").name or doc["document_id"]}
 
 
 def _outline(catalog: DeltaCatalog, document_id: str) -> DocumentOutline:

@@ -46,7 +46,7 @@ class SectionPlan:
 def answer_summary(answerer: Answerer, request: dict[str, Any]) -> dict[str, Any]:
     """The summary response: ``sections`` plus the shared fields; ``answer`` is their Markdown."""
     timings: dict[str, float] = {}
-    outlines = resolve_documents(catalog_of(answerer), request["documents"] or [])
+    outlines = resolve_documents(catalog_of(answerer), request["documents"] or [], scope=answerer.scope)
     if len(outlines) != 1:
         raise AnswerRequestError(f"summary mode takes one document, got {len(outlines)}: pass one in 'documents' "
                                  "(use mode=compare for several)")

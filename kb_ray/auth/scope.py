@@ -1,13 +1,20 @@
-"""Which role may call which route, and the tenant scope forced into a request (Ray-free).
+"""Which role may call which route, and the tenant scope forced into every read (Ray-free).
 
 ``ROUTE_ROLES`` is the one table of access rules: ``(method, path pattern) -> least role``.
 A route missing from it is refused with auth on (deny by default). ``OPEN_PATHS`` and the
 viewer's static files under ``/ui`` need no key (:func:`is_open_path`).
+
+:class:`ReadScope` is the one scope every read goes through (docs/security.md): the service
+builds it once per request from the key (``AuthGate.scope``) and hands it to whatever reads
+documents — searches (:meth:`ReadScope.filter`), document, chunk and page reads, answers of
+every mode, named-document lookups and feedback (:meth:`ReadScope.sees`,
+:meth:`ReadScope.owns_tenant_row`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from kb_ray.auth.keys import ROLES, Caller
@@ -74,9 +81,52 @@ def may_see_document(caller: Caller | None, document: dict[str, Any], *, collect
     """Whether ``document`` (a row with ``collection`` and ``acl``) is visible to ``caller``: its
     collection is the tenant's, and its acl is empty or shares a principal with the key
     (``caller`` None: auth is off, everything is visible)."""
-    if caller is None:
-        return True
-    if collections is None or document.get("collection") not in collections:
-        return False
-    acl = document.get("acl") or []
-    return not acl or bool(set(acl) & set(caller.principals))
+    return ReadScope.of(caller, collections=collections).sees(document)
+
+
+@dataclass(frozen=True)
+class ReadScope:
+    """What one request may read. ``collections`` None: everything (auth off, or the local CLI);
+    else the tenant's collections, and documents whose acl is empty or shares one of
+    ``principals``. ``tenant`` names the rows a tenant wrote (answers, ingests)."""
+
+    collections: tuple[str, ...] | None = None
+    principals: tuple[str, ...] = ()
+    tenant: str | None = None
+
+    @classmethod
+    def unrestricted(cls) -> ReadScope:
+        return cls()
+
+    @classmethod
+    def of(cls, caller: Caller | None, *, collections: list[str] | None) -> ReadScope:
+        """The scope of a resolved key (``caller`` None: auth is off, unrestricted)."""
+        if caller is None:
+            return cls()
+        return cls(collections=tuple(collections or ()), principals=tuple(caller.principals), tenant=caller.tenant)
+
+    @property
+    def restricted(self) -> bool:
+        return self.collections is not None
+
+    def filter(self, raw: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A search filter with the scope forced in (:func:`scoped_filter`); idempotent."""
+        if self.collections is None:
+            return raw
+        return scoped_filter(raw, collections=list(self.collections), principals=self.principals)
+
+    def sees(self, document: dict[str, Any] | None) -> bool:
+        """Whether a document row (``collection``, ``acl``) is inside the scope; None never is."""
+        if document is None:
+            return False
+        if self.collections is None:
+            return True
+        if document.get("collection") not in self.collections:
+            return False
+        acl = document.get("acl") or []
+        return not acl or bool(set(acl) & set(self.principals))
+
+    def owns_tenant_row(self, tenant: str | None) -> bool:
+        """Whether a row a tenant wrote (an answer, an ingest) is the caller's: any row when
+        unrestricted, else only rows of the caller's own tenant (a row without one: nobody's)."""
+        return self.collections is None or (tenant is not None and tenant == self.tenant)

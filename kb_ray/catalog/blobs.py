@@ -7,7 +7,8 @@ converter); any of those may be deleted, kb_ray/search/page_images.py.
 
 A blob's name is its sha256 (a render's or conversion's: its cache key; ``<sha[:2]>/<sha>.png``; a raw blob has no suffix:
 ``<sha[:2]>/<sha>``), so writing is idempotent and an unchanged page costs one existence
-check. A name never comes from a client: :meth:`BlobStore.put_bytes` hashes the bytes itself.
+check. A name never comes from a client: :meth:`BlobStore.put_bytes` hashes the bytes itself
+(:meth:`BlobStore.put_stream` while copying them, never holding them whole).
 ``kb-ray purge`` does not delete raw blobs yet (queued uploads and citations of changed
 sources read them). Files go through the filesystem that
 :func:`kb_ray.catalog.storage.filesystem` builds from the catalog's storage options
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from typing import BinaryIO
 
 import pyarrow.fs as pafs
 
@@ -63,6 +65,25 @@ class BlobStore:
         sha = hashlib.sha256(data).hexdigest()
         self.put(sha, data)
         return sha
+
+    def put_stream(self, stream: BinaryIO, *, chunk_bytes: int = 1 << 20) -> tuple[str, int]:
+        """Store what ``stream`` reads under its sha256, copied ``chunk_bytes`` at a time (an
+        upload is never whole in memory); ``(sha, size)``."""
+        ensure_dir(self.root)
+        temp = f"{self._root_path.rstrip('/')}/{uuid.uuid4().hex}.tmp"  # named once hashed
+        digest, size = hashlib.sha256(), 0
+        with self._fs.open_output_stream(temp) as out:
+            while chunk := stream.read(chunk_bytes):
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+        sha = digest.hexdigest()
+        if self.exists(sha):
+            self._fs.delete_file(temp)
+        else:
+            ensure_dir(join_uri(self.root, sha[:2]))
+            self._fs.move(temp, self._path(sha))
+        return sha, size
 
     def get(self, sha: str) -> bytes:
         with self._fs.open_input_stream(self._path(sha)) as stream:

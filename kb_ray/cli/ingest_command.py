@@ -17,7 +17,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--source", action="append", default=[], metavar="PATH_OR_URI",
                         help="ingest these sources instead of the configured ones (repeatable)")
     parser.add_argument("--sync", choices=["none", "incremental", "full"], default=None,
-                        help="what to do with vanished sources (full: tombstone them)")
+                        help="full: tombstone the documents whose files are gone from under the sources "
+                        "listed in this run (documents of the collection from other sources are kept); "
+                        "none, incremental: tombstone nothing")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     add_config_arguments(parser)
     parser.set_defaults(handler=run)

@@ -20,8 +20,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--source", action="append", default=[], metavar="PATH_OR_URI",
                         help="watch these sources instead of the configured ones (repeatable)")
     parser.add_argument("--sync", choices=["none", "incremental", "full"], default="full",
-                        help="what an ingest does with vanished sources (default full: a deleted file leaves "
-                        "the knowledge base)")
+                        help="what each ingest does with files that vanished (default full: a file deleted "
+                        "under a watched source leaves the knowledge base; documents of the collection "
+                        "ingested from other sources are not touched; incremental or none: deleted files "
+                        "stay searchable)")
     parser.add_argument("--for", dest="duration_s", type=float, default=None, metavar="SECONDS",
                         help="stop after this long (default: until Ctrl-C)")
     add_config_arguments(parser)

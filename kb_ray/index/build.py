@@ -33,6 +33,7 @@ from kb_ray.embedding.fingerprint import embedder_fingerprint
 from kb_ray.errors import CatalogError
 from kb_ray.index import generations
 from kb_ray.index.analyzer import TextAnalyzer
+from kb_ray.index.build_options import build_options
 from kb_ray.index.channels import (
     CHANNELS,
     ChannelBm25Index,
@@ -219,7 +220,8 @@ def _build(config: KbConfig, catalog: DeltaCatalog, connection, *, spec: dict, v
             generation_id=generation_id, kind="hybrid", spec=spec, catalog_versions=versions,
             embedder_fp=embedder_fp, dim=int(vectors.shape[1]), lexical_type=config.index.lexical,
             shards=shards, created_at=datetime.now(timezone.utc).isoformat(), pages=pages, tree=tree,
-            graph=graph, stats={"rows": hydration.num_rows, "pages": pages["rows"] if pages else 0,
+            graph=graph, build_options=build_options(config),
+            stats={"rows": hydration.num_rows, "pages": pages["rows"] if pages else 0,
                    **({"passages": len(passages[0]), "passages_missing_rows": passages_missing} if passages else {}),
                    "build_seconds": round(time.perf_counter() - started, 3),
                    **({"tree_nodes": tree["rows"], "tree_seconds": round(tree_seconds, 3)} if tree else {}),

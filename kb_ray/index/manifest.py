@@ -52,6 +52,9 @@ class GenerationManifest:
     pages: dict[str, Any] | None = None  # the page index (kb_ray.index.pages), when page embeddings exist
     tree: dict[str, Any] | None = None  # the section tree (kb_ray.index.tree), with index.tree
     graph: dict[str, Any] | None = None  # the chunk-concept graph (kb_ray.index.graph), with index.graph
+    # the settings it was built with, which its delta segments and compactions keep
+    # (kb_ray/index/build_options.py); None in a manifest written before they were recorded
+    build_options: dict[str, Any] | None = None
 
     @property
     def rows(self) -> int:

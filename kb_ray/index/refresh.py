@@ -6,9 +6,11 @@ document-level fields, :data:`~kb_ray.index.rows.DOCUMENT_STATE`) with the catal
 latest versions, and writes the active chunks of the documents that differ into segment
 ``n+1`` with BM25 statistics over the rows a full build at those versions would index.
 Nothing changed in the indexed tables: nothing is written. It compacts instead when a
-segment cannot be exact (the configured index spec differs from the base's, or the base
-predates index format 4), and after publishing when segment rows exceed
-``index.compact_ratio`` × base rows.
+segment cannot be exact (the live generation is contextual, its spec cannot be built again by
+this code, or it predates index format 4), and after publishing when segment rows exceed
+``index.compact_ratio`` × base rows. Segments and compactions are built with the live
+generation's build options (kb_ray/index/build_options.py), never with the caller's
+``index`` settings: a generation's tree, graph, contexts and embedder belong to it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kb_ray.catalog.storage import join_uri
 from kb_ray.config import KbConfig
 from kb_ray.index import generations
 from kb_ray.index.build import _analyzer, _write_shard, build_index, index_dense_vectors, index_spec
+from kb_ray.index.build_options import generation_config
 from kb_ray.index.channels import ChannelBm25Index, channel_statistics, lexical_channels, live_statistics, tie_keys
 from kb_ray.index.manifest import MANIFEST_NAME, GenerationManifest
 from kb_ray.index.pages import PAGE_TABLES
@@ -90,6 +93,7 @@ def refresh_index(config: KbConfig, *, compact: bool = True) -> RefreshResult:
     if live is None:
         return RefreshResult("none", None, detail="no live generation: run build-index first")
     base = generations.load_manifest(root, live, storage_options=options)
+    config = generation_config(config, base)
     segments = load_segments(root, live, storage_options=options)
     catalog = DeltaCatalog.open(root, storage_options=options, create=False)
     latest = {name: catalog.table_versions()[name] for name in INDEXED_TABLES}
@@ -110,28 +114,33 @@ def refresh_index(config: KbConfig, *, compact: bool = True) -> RefreshResult:
 def compact_index(config: KbConfig, *, catalog_versions: dict[str, int] | None = None,
                   detail: str = "") -> RefreshResult:
     """A normal ``build_index`` at the versions the live generation's newest segment covers
-    (or ``catalog_versions``), switched live. The old generation stays until dropped."""
+    (or ``catalog_versions``), with the live generation's build options and embedder, switched
+    live. The old generation stays until dropped."""
     root, options = config.kb_root, config.storage_options
     live = generations.read_current(root, storage_options=options)
-    versions = dict(catalog_versions or {})
-    if live is not None and not versions:
+    versions, embedder_fp = dict(catalog_versions or {}), None
+    if live is not None:
         base = generations.load_manifest(root, live, storage_options=options)
+        config, embedder_fp = generation_config(config, base), base.embedder_fp or None
         segments = load_segments(root, live, storage_options=options)
-        versions = dict(segments[-1].catalog_versions if segments else base.catalog_versions)
+        versions = versions or dict(segments[-1].catalog_versions if segments else base.catalog_versions)
     catalog = DeltaCatalog.open(root, storage_options=options, create=False)
     latest = catalog.table_versions()
     if versions and set(PAGE_TABLES) <= set(latest):  # segments index text chunks only: pages as of now
         versions.update({name: latest[name] for name in PAGE_TABLES})
     manifest = build_index(config.model_copy(update={"index": config.index.model_copy(
-        update={"switch_after_build": True})}), catalog_versions=versions or None)
+        update={"switch_after_build": True})}), catalog_versions=versions or None, embedder_fp=embedder_fp)
     return RefreshResult("compacted", manifest.generation_id, rows=manifest.rows, detail=detail)
 
 
 def _not_segmentable(config: KbConfig, base: GenerationManifest) -> str:
+    """Why a segment over ``base`` could not be exact; ``config`` carries ``base``'s build options."""
     if "contextual" in base.spec:  # a segment would index plain chunks (kb_ray/index/contextual.py)
         return "the live generation is contextual: segments index chunks without their contexts"
-    if base.spec != {**index_spec(config.index, config.answer), **({"pages": base.spec["pages"]} if "pages" in base.spec else {})}:
-        return "the configured index settings differ from the live generation's"
+    pages = {"pages": base.spec["pages"]} if "pages" in base.spec else {}
+    if base.spec != {**index_spec(config.index, config.answer), **pages}:
+        return ("the live generation's spec is not what this code builds with its options "
+                "(another index format, library version or generator)")
     if base.rows == 0 or base.dim == 0:
         return "the live generation is empty"
     if base.spec.get("format", 0) < 4:

@@ -9,7 +9,8 @@ number) and is skipped if that transaction is already in the table's log.
 A crash between two of these commits can leave rows of a version that no document points
 at. A rerun finds that version's rows and deletes them before committing again, so no
 table ever holds a row twice. That search reads whole tables, so it runs only when such
-residue can exist: when some other run that crashed (or was killed, still marked running) has data
+residue can exist: when some other run that crashed (or was killed: still marked running, or
+abandoned once a later run took the writer lease) has data
 commits in a version-keyed table beyond its last ``versions`` commit, as the app
 transactions in the Delta logs say (:class:`ResidueWatch`, checked per micro-batch).
 
@@ -45,6 +46,7 @@ from kb_ray.outcomes import render_error
 logger = logging.getLogger(__name__)
 DATA_TABLE_ORDER = ("chunks", "elements", "pages", "version_chunks", "concepts", "mentions", "versions")
 VERSION_KEYED = ("elements", "pages", "version_chunks", "concepts", "mentions", "versions")
+FINISHED_UNCLEANLY = ("crashed", "abandoned")  # ingest_runs statuses of runs that will never write again
 
 
 @dataclass
@@ -326,8 +328,9 @@ def _column(table: pa.Table, name: str, type_: pa.DataType) -> pa.ChunkedArray |
 class ResidueWatch:
     """Which other runs may have left data rows without their ``versions`` rows.
 
-    A crashed run's app transactions never change again, so its verdict is kept; a run
-    still marked running (a killed driver never updates it) is asked again each time."""
+    A crashed or abandoned run's app transactions never change again, so its verdict is kept;
+    a run still marked running (a killed driver never updates it, until the next run holding
+    the writer lease marks it abandoned) is asked again each time."""
 
     def __init__(self, catalog: DeltaCatalog, *, except_run: str) -> None:
         self.catalog = catalog
@@ -339,7 +342,7 @@ class ResidueWatch:
     def possible(self) -> bool:
         self._refresh_runs()
         for run_id, status in self._unfinished.items():
-            if status == "crashed":
+            if status in FINISHED_UNCLEANLY:
                 if run_id not in self._crashed_verdicts:
                     self._crashed_verdicts[run_id] = self._left_residue(run_id)
                 if self._crashed_verdicts[run_id]:
@@ -353,7 +356,7 @@ class ResidueWatch:
         if version == self._runs_version:
             return
         runs = self.catalog.read("ingest_runs", columns=["run_id", "status"],
-                                 filter=pc.field("status").isin(["running", "crashed"]))
+                                 filter=pc.field("status").isin(["running", *FINISHED_UNCLEANLY]))
         self._unfinished = {run_id: status for run_id, status in zip(runs.column("run_id").to_pylist(),
                                                                      runs.column("status").to_pylist())
                             if run_id != self.except_run}

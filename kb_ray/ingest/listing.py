@@ -39,6 +39,13 @@ def _uri(fs: fsspec.AbstractFileSystem, path: str) -> str:
     return path if protocol in ("file", "local") else f"{protocol}://{path}"
 
 
+def root_uri(source: str, *, storage_options: dict[str, str] | None = None) -> str:
+    """``source`` as its listing names it: every URI listed under it is this one (a file
+    source) or starts with it and a ``/`` (kb_ray/ingest/planning.py scopes ``--sync full`` so)."""
+    fs, root = _filesystem(source, storage_options or {})
+    return _uri(fs, root)
+
+
 def _mtime(info: dict) -> datetime | None:
     value = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
     if isinstance(value, (int, float)):

@@ -12,6 +12,7 @@ SQL exactly as :func:`kb_ray.ids.document_id` does, so no per-file Python runs h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -41,8 +42,15 @@ SELECT s.collection, s.uri, s.key, s.document_id, d.active_version_id AS prior_v
 FROM sources s
 LEFT JOIN documents d ON d.document_id = s.document_id
 WHERE s.collection = $collection AND s.status <> 'vanished' AND NOT starts_with(s.uri, 'upload://')
+  AND EXISTS (SELECT 1 FROM listed_roots r WHERE starts_with(s.uri || '/', r.prefix))
   AND NOT EXISTS (SELECT 1 FROM plan l WHERE l.collection = s.collection AND l.uri = s.uri)
 """
+
+
+def listed_roots(roots: Sequence[str]) -> pa.Table:
+    """The prefix of each root: a source is under root ``/a/b`` when its URI + ``/`` starts with
+    ``/a/b/`` (the file source ``/a/b`` itself, ``/a/b/x``; not ``/a/bc/x``)."""
+    return pa.table({"prefix": pa.array([root.rstrip("/") + "/" for root in roots], pa.string())})
 
 
 @dataclass
@@ -57,11 +65,17 @@ class IngestPlan:
 
 
 def plan_ingest(listing: pa.RecordBatchReader | pa.Table, *, catalog: DeltaCatalog, collection: str,
-                pipeline_fp: str) -> IngestPlan:
-    """Diff ``listing`` (a record batch stream, or a table) against the catalog."""
+                pipeline_fp: str, roots: Sequence[str]) -> IngestPlan:
+    """Diff ``listing`` (a record batch stream, or a table) against the catalog. ``roots``: the
+    URIs the listing was taken under (:func:`kb_ray.ingest.listing.root_uri`); only sources
+    under them can have vanished."""
     con = duckdb.connect()
     try:
+        # as in kb_ray/catalog/sql.py: a string filter pushed into the Arrow scan of a table that a
+        # MERGE rewrote (string_view columns; here ``sources`` after a sync tombstoned) fails
+        con.execute("SET disabled_optimizers = 'filter_pushdown'")
         con.register("listing_stream", listing)
+        con.register("listed_roots", listed_roots(roots))
         for name in ("sources", "documents", "versions"):
             columns = {"versions": ["version_id", "pipeline_fp"]}.get(name)
             dataset = catalog.dataset(name)

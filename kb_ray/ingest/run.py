@@ -22,7 +22,7 @@ from kb_ray.config import KbConfig, config_json
 from kb_ray.errors import CatalogError, SourceError
 from kb_ray.ingest.commit import MicroBatchCommitter, combine_batches
 from kb_ray.ingest.group_commit import commit_groups
-from kb_ray.ingest.listing import list_sources
+from kb_ray.ingest.listing import list_sources, root_uri
 from kb_ray.ingest.metadata_plan import MetadataPlan, failed_rows_table, resolve_plan_metadata
 from kb_ray.ingest.planning import IngestPlan, plan_ingest
 from kb_ray.ingest.progress import IngestProgress, ProgressCallback
@@ -46,6 +46,7 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
     if not config.ingest.sources and not uploads:
         raise SourceError("no sources to ingest: set ingest.sources in the config or pass --source")
     catalog = DeltaCatalog.open(config.kb_root, storage_options=config.storage_options)
+    config = _concepts_for_live_graph(config)
     check_embedder(catalog, config)
     check_chunk_budget(config)
     if config.pages.enabled:  # fail before Ray starts when the page model is missing
@@ -76,6 +77,20 @@ def run_ingest(config: KbConfig, *, fail_after_batches: int | None = None, on_pr
         build_beside_live(config, switch)
         report.model_switch = switch.to_dict()
     return report
+
+
+def _concepts_for_live_graph(config: KbConfig) -> KbConfig:
+    """``ingest.concepts`` unset follows ``index.graph`` — and the live generation's concept graph,
+    which its segments and compactions keep (kb_ray/index/build_options.py): a compaction needs
+    the concepts of every version it indexes, whatever this caller's ``index.graph`` says."""
+    from kb_ray.index.generations import load_manifest, read_current
+
+    if config.ingest.concepts is not None or config.index.graph:
+        return config
+    live = read_current(config.kb_root, storage_options=config.storage_options)
+    if live is None or "graph" not in load_manifest(config.kb_root, live, storage_options=config.storage_options).spec:
+        return config
+    return config.model_copy(update={"ingest": config.ingest.model_copy(update={"concepts": True})})
 
 
 def _switching_model(config: KbConfig) -> bool:
@@ -118,6 +133,7 @@ def _refresh_index(config: KbConfig, report: IngestReport) -> None:
 def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: MicroBatchCommitter,
                        report: IngestReport, started: float, on_progress: ProgressCallback | None,
                        verbose: bool, uploads: list[UploadedFile] | None) -> None:
+    _abandon_dead_runs(catalog, by=report.run_id)
     _record_run(catalog, report, config, started_at=datetime.now(timezone.utc))
     try:
         plan, metadata = plan_uploads(uploads, catalog=catalog, pipeline_fp=_pipeline_fp(config),
@@ -138,13 +154,16 @@ def _run_holding_lease(catalog: DeltaCatalog, config: KbConfig, *, committer: Mi
 
 
 def _plan(catalog: DeltaCatalog, config: KbConfig) -> tuple[IngestPlan, MetadataPlan]:
-    """One plan per collection the sources name, then their documents' metadata."""
+    """One plan per collection the sources name, then their documents' metadata. A source of the
+    collection that lies under none of this run's roots is not vanished: it was not looked for."""
     sources, sidecars, plans = config.ingest.source_settings(), set(), []
     for collection in dict.fromkeys(s.collection or config.ingest.collection for s in sources):
         uris = [s.uri for s in sources if (s.collection or config.ingest.collection) == collection]
         listing = list_sources(uris, collection=collection, include=config.ingest.include,
                                storage_options=config.storage_options, sidecars=sidecars)
-        plans.append(plan_ingest(listing, catalog=catalog, collection=collection, pipeline_fp=_pipeline_fp(config)))
+        roots = [root_uri(uri, storage_options=config.storage_options) for uri in uris]
+        plans.append(plan_ingest(listing, catalog=catalog, collection=collection, pipeline_fp=_pipeline_fp(config),
+                                 roots=roots))
     plan = IngestPlan(*(pa.concat_tables([getattr(p, part) for p in plans], promote_options="default")
                         for part in ("todo", "unchanged", "vanished")))
     plan, metadata = resolve_plan_metadata(plan, sources=sources, sidecars=sidecars,
@@ -298,6 +317,20 @@ def check_chunk_budget(config: KbConfig) -> None:
         logger.warning("chunks of up to %d tokens but the embedder %s reads %d and index.passage_chars is 0: "
                        "each chunk's tail is never embedded; set index.passage_chars (default 512) or "
                        "chunking.max_tokens <= %d", budget, embedder_dir, limit, limit)
+
+
+def _abandon_dead_runs(catalog: DeltaCatalog, *, by: str) -> None:
+    """Mark ``abandoned`` the runs still marked running: every run holds the writer lease from
+    its first record to its last, so a run marked running while this one holds the lease
+    stopped without recording its end (a driver killed with SIGKILL, whose lease was taken
+    over as stale)."""
+    dead = catalog.read("ingest_runs", filter=pc.field("status") == "running").to_pylist()
+    if not dead:
+        return
+    logger.warning("ingest run(s) %s stopped without recording an end (killed?); %s marks them abandoned",
+                   ", ".join(row["run_id"] for row in dead), by)
+    catalog.merge_upsert("ingest_runs", to_table("ingest_runs", [{**row, "status": "abandoned"} for row in dead]),
+                         keys=["run_id"])
 
 
 def _record_run(catalog: DeltaCatalog, report: IngestReport, config: KbConfig, *, started_at: datetime | None) -> None:

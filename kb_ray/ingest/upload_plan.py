@@ -79,7 +79,8 @@ def plan_uploads(files: list[UploadedFile], *, catalog: DeltaCatalog, pipeline_f
     listing = pa.Table.from_pylist([{
         "collection": f.collection, "uri": f.uri, "key": f.uri, "relative_path": f.name, "size": f.size,
         "mtime": f.uploaded_at} for f in by_uri.values()], schema=LISTING_SCHEMA)
-    plan = plan_ingest(listing, catalog=catalog, collection=files[0].collection, pipeline_fp=pipeline_fp)
+    plan = plan_ingest(listing, catalog=catalog, collection=files[0].collection, pipeline_fp=pipeline_fp,
+                       roots=())  # no listed root: nothing vanishes
     todo = plan.todo.append_column("location", pa.array([by_uri[uri].location for uri in
                                                          plan.todo.column("uri").to_pylist()], pa.string()))
     unchanged = plan.unchanged.append_column("meta_sha", plan.unchanged.column("prior_meta_sha"))

@@ -22,7 +22,7 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow.compute as pc
 
@@ -101,16 +101,19 @@ class UploadQueue:
         self.catalog = catalog
         self.blobs = BlobStore(catalog.kb_root, kind="raw", storage_options=catalog.storage_options)
 
-    def enqueue(self, files: list[tuple[str, bytes]], *, collection: str, fields: UploadFields,
+    def enqueue(self, files: list[tuple[str, bytes | BinaryIO]], *, collection: str, fields: UploadFields,
                 tenant: str | None) -> tuple[str, list[dict[str, Any]]]:
-        """Store each ``(name, bytes)`` as a raw blob and queue it; ``(ingest_id, [{name, sha256, bytes}])``."""
+        """Store each ``(name, bytes or a binary file)`` as a raw blob (a file copied in pieces) and
+        queue it; ``(ingest_id, [{name, sha256, bytes}])``."""
         ingest_id, now = f"ing_{uuid.uuid4().hex[:16]}", datetime.now(timezone.utc)
         rows = []
         for number, (name, data) in enumerate(files):
             uri = upload_uri(collection=collection, name=name)
+            sha, size = (self.blobs.put_bytes(data), len(data)) if isinstance(data, bytes) else \
+                self.blobs.put_stream(data)
             rows.append({"ingest_id": ingest_id, "file_no": number, "tenant": tenant, "collection": collection,
                          "name": name, "uri": uri, "document_id": ids.document_id(collection=collection, key=uri),
-                         "raw_sha": self.blobs.put_bytes(data), "bytes": len(data), "tags": list(fields.tags),
+                         "raw_sha": sha, "bytes": size, "tags": list(fields.tags),
                          "acl": list(fields.acl), "metadata_json": json.dumps(fields.metadata or {}, sort_keys=True),
                          "status": "queued", "created_at": now, "updated_at": now})
         self.catalog.append(TABLE, to_table(TABLE, rows))

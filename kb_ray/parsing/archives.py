@@ -6,15 +6,25 @@ read only the archive's central directory (``zipfile.ZipFile.infolist``): the me
 each member's and the total declared uncompressed size, and each large member's
 compression ratio. Declared sizes can lie; the parser's process still has its memory
 limit behind this (kb_ray/parsing/isolation.py).
+
+A member whose name leads outside the archive (``../x``, ``/etc/x``, ``C:\\x``: a "zip slip",
+which would write outside the target directory of an extraction) is read by no parser:
+nothing here extracts to disk, and the Office libraries open only the parts the package
+names. It is not dropped silently either: :func:`check_archive` returns a note naming it
+(``unsafe_archive_member``, kb_ray/outcomes.py) for the document's ingest log.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from dataclasses import dataclass
 
 from kb_ray.errors import ParseError
+from kb_ray.outcomes import NoteCode
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 @dataclass(frozen=True)
@@ -26,9 +36,9 @@ class ArchiveLimits:
     ratio_floor_bytes: int = 1 << 20
 
 
-def check_archive(data: bytes, limits: ArchiveLimits = ArchiveLimits()) -> None:
+def check_archive(data: bytes, limits: ArchiveLimits = ArchiveLimits()) -> list[str]:
     """Raise ``ParseError("decompression_bomb", ...)`` when the ZIP in ``data`` is over a limit
-    (``corrupt`` when it is no ZIP at all)."""
+    (``corrupt`` when it is no ZIP at all); return a note on each member named outside the archive."""
     try:
         members = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
@@ -47,3 +57,11 @@ def check_archive(data: bytes, limits: ArchiveLimits = ArchiveLimits()) -> None:
                                                    f"> limit {limits.max_ratio:.0f}x")
     if total > limits.max_total_bytes:
         raise ParseError("decompression_bomb", f"members inflate to {total} bytes > limit {limits.max_total_bytes}")
+    return [f"{NoteCode.UNSAFE_ARCHIVE_MEMBER}: member {member.filename!r} is named outside the archive; not read"
+            for member in members if escapes_archive(member.filename)]
+
+
+def escapes_archive(name: str) -> bool:
+    """An absolute name, a drive letter or a ``..`` step: extracted, it lands outside the target."""
+    path = name.replace("\\", "/")
+    return path.startswith("/") or bool(_DRIVE.match(path)) or ".." in path.split("/")

@@ -20,6 +20,7 @@ class ParseLimits:
     max_pages: int = 2000
     max_seconds: float = 300.0
     max_memory_bytes: int | None = None  # address space of an isolated parser process (RLIMIT_AS)
+    pdfium_memory_bytes: int | None = None  # what reading one PDF page may add to it (kb_ray/parsing/native_memory.py)
     max_nesting: int = 256  # element depth of markup (HTML/XML) a parser is given
     max_image_pixels: int = 50_000_000  # width x height of one image (frame) an image parser decodes
 

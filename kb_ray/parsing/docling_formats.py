@@ -69,8 +69,9 @@ class DoclingFormatsParser(Parser):
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
         if mime not in _FORMATS:
             raise ParseError("unsupported_type", f"{mime!r} is not one of {sorted(_FORMATS)}")
-        if mime in (DOCX_MIME, PPTX_MIME, XLSX_MIME):
-            check_archive(data)
+        notes = check_archive(data) if mime in (DOCX_MIME, PPTX_MIME, XLSX_MIME) else []
+        for note in notes:
+            logger.warning("%s: %s", filename, note)
         if mime == HTML_MIME and nesting_depth(data, stop_above=limits.max_nesting) > limits.max_nesting:
             raise ParseError("nesting_too_deep", f"elements nested over {limits.max_nesting} deep (parse.max_nesting)")
         doc = self._convert(data, mime=mime, filename=filename)
@@ -81,7 +82,7 @@ class DoclingFormatsParser(Parser):
         images: dict[str, bytes] = {}
         mapping = map_document(doc, figure_attrs=functools.partial(picture_crop_attrs, doc, images))
         return ParseResult(status="ok", parser=self.name, mime=mime, blocks=mapping.blocks,
-                           pages=_page_infos(doc, mime), title=mapping.title, images=images)
+                           pages=_page_infos(doc, mime), title=mapping.title, images=images, notes=notes)
 
     def _convert(self, data: bytes, *, mime: str, filename: str) -> DoclingDocument:
         from docling.datamodel.base_models import ConversionStatus, DocumentStream

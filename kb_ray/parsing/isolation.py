@@ -10,7 +10,9 @@ at a time over a pipe:
     (terminate, then kill) and fails with reason ``"timeout"``; the next document starts a
     fresh child;
   * a child that dies (segfault, OOM kill, ``os._exit``) fails the document with reason
-    ``"crashed"`` and its exit code;
+    ``"crashed"`` and its exit code, except one that aborted inside a pdfium budget
+    (kb_ray/parsing/native_memory.py): pdfium aborts when an allocation fails, so that is
+    ``"memory_limit"``;
   * after ``recycle_after_pages`` pages the child is stopped and the next document starts a
     fresh one.
 
@@ -30,6 +32,7 @@ import functools
 import logging
 import multiprocessing
 import multiprocessing.util  # noqa: F401  # its atexit hook (kills daemonic children) now runs after ours
+import signal
 import threading
 import time
 import weakref
@@ -37,6 +40,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from kb_ray.errors import ParseError
+from kb_ray.parsing import native_memory
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import ParseResult
 
@@ -51,9 +55,9 @@ class ProcessIsolatedParser(Parser):
 
     def __init__(self, *, factory: ParserFactory, recycle_after_pages: int = 2000,
                  grace_seconds: float = 5.0, start_seconds: float = 600.0, limit_memory: bool = True) -> None:
-        """``limit_memory``: cap the child's address space at ``limits.max_memory_bytes``
-        (off for model parsers: CUDA and model runtimes reserve far more address space than
-        they use)."""
+        """``limit_memory``: cap the child's address space at ``limits.max_memory_bytes`` and
+        a page's pdfium work at ``limits.pdfium_memory_bytes`` (off for model parsers: CUDA and
+        model runtimes reserve far more address space than they use)."""
         local = factory()
         self.limit_memory = limit_memory
         self.target: str | None = None  # the ParserSet parser of the parse in progress
@@ -95,7 +99,7 @@ class ProcessIsolatedParser(Parser):
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
         child = self._slot.child or self._start(limits)
         try:
-            result = child.request((data, mime, filename, limits, self.target),
+            result = child.request((data, mime, filename, self._child_limits(limits), self.target),
                                    seconds=limits.max_seconds + self.grace_seconds)
         except ParseError:
             self._slot.stop(kill=True)
@@ -111,10 +115,13 @@ class ProcessIsolatedParser(Parser):
         with self._lock:
             self._slot.stop()
 
+    def _child_limits(self, limits: ParseLimits) -> ParseLimits:
+        if self.limit_memory:
+            return limits
+        return dataclasses.replace(limits, max_memory_bytes=None, pdfium_memory_bytes=None)
+
     def _start(self, limits: ParseLimits) -> _ChildProcess:
-        if not self.limit_memory:
-            limits = dataclasses.replace(limits, max_memory_bytes=None)
-        child = self._slot.child = _ChildProcess(self.factory, name=self.name, limits=limits)
+        child = self._slot.child = _ChildProcess(self.factory, name=self.name, limits=self._child_limits(limits))
         try:
             child.wait_ready(seconds=self.start_seconds)
         except ParseError:
@@ -132,7 +139,9 @@ class _ChildProcess:
         self.name = name
         self.pages = 0
         self.conn, theirs = context.Pipe(duplex=True)
-        self.process = context.Process(target=serve, args=(theirs, factory, limits), daemon=True, name=f"kb-ray-{name}")
+        self.pdfium_budget = context.RawValue("q", 0)  # bytes while the child reads a page under a budget
+        self.process = context.Process(target=serve, args=(theirs, factory, limits, self.pdfium_budget), daemon=True,
+                                       name=f"kb-ray-{name}")
         self.process.start()
         theirs.close()  # so that a dead child reads as end-of-file here
 
@@ -162,7 +171,10 @@ class _ChildProcess:
 
     def _raise_dead(self, *, doing: str) -> None:
         self.process.join(timeout=5)
-        code = self.process.exitcode
+        code, budget = self.process.exitcode, self.pdfium_budget.value
+        if code == -signal.SIGABRT and budget:
+            raise ParseError("memory_limit", f"pdfium needed more than {budget >> 20} MiB for one page "
+                                             "(parse.pdfium_memory_mb) and aborted its process")
         raise ParseError("crashed", f"the {self.name} process died during {doing} (exit code {code})")
 
     def stop(self, *, kill: bool = False) -> None:
@@ -195,10 +207,11 @@ class _Slot:
 # ---- the child process -------------------------------------------------------------------
 
 
-def serve(conn: Connection, factory: ParserFactory, limits: ParseLimits) -> None:
+def serve(conn: Connection, factory: ParserFactory, limits: ParseLimits, pdfium_budget: Any) -> None:
     """The child's loop: build the parser, prepare it for ``limits``, then parse requests
-    until ``None``."""
+    until ``None``. ``pdfium_budget``: the flag :mod:`native_memory` holds a page's budget in."""
     _limit_memory(limits.max_memory_bytes)
+    native_memory.register(pdfium_budget)
     parser = factory()
     prepare = getattr(parser, "prepare", None)
     try:

@@ -33,7 +33,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from kb_ray.errors import ParseError
-from kb_ray.parsing import pdf_tables
+from kb_ray.parsing import native_memory, pdf_tables
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import FURNITURE_KINDS, Block, PageInfo, ParseResult, normalize_bbox, render_rows
 from kb_ray.parsing.pdf_layout import (
@@ -116,7 +116,8 @@ class PdfTextParser(Parser):
         return config
 
     def _parse(self, data: bytes, *, mime: str, filename: str, limits: ParseLimits) -> ParseResult:
-        meta_title, pages = extract_pages(data, max_pages=limits.max_pages, crop_dpi=self.crop_dpi, tables=self.tables)
+        meta_title, pages = extract_pages(data, max_pages=limits.max_pages, crop_dpi=self.crop_dpi, tables=self.tables,
+                                          page_memory=limits.pdfium_memory_bytes)
         if not any(page.info.has_text_layer for page in pages):
             raise ParseError(
                 "no_text_layer",
@@ -149,21 +150,25 @@ class PdfTextParser(Parser):
 # -- pdfium access (always under PDFIUM_LOCK) -----------------------------------------
 
 
-def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None,
-                  tables: bool = False) -> tuple[str | None, list[_Page]]:
+def extract_pages(data: bytes, *, max_pages: int, crop_dpi: int | None = None, tables: bool = False,
+                  page_memory: int | None = None) -> tuple[str | None, list[_Page]]:
     """Open the PDF and read every page's characters (and, with ``crop_dpi``, render a crop
     of every figure; with ``tables``, decide whether to search the page for tables); raises
-    ParseError for bad input."""
-    with opened_pdf(data, max_pages=max_pages) as pdf:
-        return _metadata_title(pdf), [_read_page(pdf, index, crop_dpi, tables) for index in range(len(pdf))]
+    ParseError for bad input. ``page_memory``: the address space opening the PDF, and then
+    reading one page, may add in an isolated parser process (kb_ray/parsing/native_memory.py)."""
+    with opened_pdf(data, max_pages=max_pages, memory=page_memory) as pdf:
+        return _metadata_title(pdf), [_read_page(pdf, index, crop_dpi, tables, page_memory)
+                                      for index in range(len(pdf))]
 
 
 @contextlib.contextmanager
-def opened_pdf(data: bytes, *, max_pages: int) -> Iterator[pdfium.PdfDocument]:
+def opened_pdf(data: bytes, *, max_pages: int, memory: int | None = None) -> Iterator[pdfium.PdfDocument]:
     """The open PDF, under :data:`PDFIUM_LOCK` and closed on exit; raises ParseError when it is
-    encrypted, broken, empty or over ``max_pages``."""
+    encrypted, broken, empty or over ``max_pages``. ``memory``: what opening it may allocate
+    (:func:`native_memory.bounded`)."""
     with PDFIUM_LOCK:
-        pdf = open_pdf(data)
+        with native_memory.bounded(memory):
+            pdf = open_pdf(data)
         try:
             count = len(pdf)
             if count > max_pages:
@@ -189,8 +194,13 @@ def _metadata_title(pdf: pdfium.PdfDocument) -> str | None:
     return None if title.lower() in _PLACEHOLDER_TITLES else title
 
 
-def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None, tables: bool = False) -> _Page:
-    page = pdf[index]
+def _read_page(pdf: pdfium.PdfDocument, index: int, crop_dpi: int | None, tables: bool = False,
+               memory: int | None = None) -> _Page:
+    with native_memory.bounded(memory):  # a page's content streams are inflated here, its images in render()
+        return _read_loaded_page(pdf[index], index, crop_dpi, tables)
+
+
+def _read_loaded_page(page: pdfium.PdfPage, index: int, crop_dpi: int | None, tables: bool) -> _Page:
     try:
         width, height, to_display = _display_transform(page)
         table_search, rules = pdf_tables.page_rules(page, to_display) if tables else ("off", [])

@@ -12,6 +12,7 @@ service; with ``answer.generator=vllm`` it is a ``DeploymentGenerator`` over the
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from kb_ray.answer.answerer import Answerer
 from kb_ray.answer.generators import abstain_threshold, make_generator
 from kb_ray.answer.local import open_document_catalog
 from kb_ray.answer.types import Generator
+from kb_ray.auth.scope import ReadScope
 from kb_ray.config import KbConfig
 
 AsyncSearch = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -29,7 +31,7 @@ AsyncEmbed = Callable[[list[str]], Awaitable[np.ndarray]]
 
 class ServiceAnswerer:
     def __init__(self, config: KbConfig, *, search: AsyncSearch, embed: AsyncEmbed,
-                 log: Callable[[dict, dict], None] | None = None, generator_handle: Any = None) -> None:
+                 log: Callable[..., None] | None = None, generator_handle: Any = None) -> None:
         self.config = config
         self._search, self._embed = search, embed
         self.log = log
@@ -37,13 +39,16 @@ class ServiceAnswerer:
         self._generator: Generator | None = None
         self._generator_handle = generator_handle  # a GeneratorDeployment (answer.generator=vllm)
 
-    async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def answer(self, request: dict[str, Any], *, scope: ReadScope) -> dict[str, Any]:
+        """One answer inside ``scope``: each of its searches and document lookups, and its log row
+        (tagged with the tenant, whose feedback alone it takes)."""
         self._loop = asyncio.get_running_loop()
         request = dict(request)
         as_of = request.pop("as_of", None)  # every search of this answer reads the catalog at that point
         search = self.search_sync if as_of is None else (lambda body: self.search_sync({**body, "as_of": as_of}))
-        answerer = Answerer(self.config.answer, generator=self.generator(), search=search,
-                            embed=self.embed_sync, log=self.log, catalog=lambda: open_document_catalog(self.config))
+        log = None if self.log is None else functools.partial(self.log, tenant=scope.tenant)
+        answerer = Answerer(self.config.answer, generator=self.generator(), search=search, scope=scope,
+                            embed=self.embed_sync, log=log, catalog=lambda: open_document_catalog(self.config))
         return await asyncio.to_thread(answerer.answer, request)
 
     def generator(self) -> Generator:

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kb_ray.config import EvidenceMode
-from kb_ray.serving.http_guards import lone_surrogate_path
+from kb_ray.errors import RequestBodyError
+from kb_ray.serving.http_guards import deeper_than, lone_surrogate_path, too_deep
 
 Mode = Literal["hybrid", "dense", "lexical", "page", "hybrid+page", "tree", "graph"]
 MAX_REQUEST_DOCUMENTS = 16  # /v1/answer: named documents per request
@@ -16,13 +17,16 @@ MAX_REQUEST_DIMENSIONS = 24  # /v1/answer: given compare rows / summary sections
 
 class RequestBody(BaseModel):
     """A JSON request body: unknown fields are refused (422), and so is any string or key that
-    is not valid Unicode (a lone ``\\ud800`` escape), which nothing downstream could encode."""
+    is not valid Unicode (a lone ``\\ud800`` escape), which nothing downstream could encode; a
+    body nested deeper than ``MAX_JSON_DEPTH`` is a 400 (``RequestBodyError``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
-    def _valid_unicode(cls, data: Any) -> Any:
+    def _valid_body(cls, data: Any) -> Any:
+        if deeper_than(data):  # not a ValueError: pydantic lets it through, and the app answers 400
+            raise RequestBodyError(too_deep())
         where = lone_surrogate_path(data)
         if where is not None:
             raise ValueError(f"{where} holds a lone UTF-16 surrogate escape (e.g. \\ud800), which is not "

@@ -26,7 +26,10 @@ def build_app(config: KbConfig):
         reranker = RerankerDeployment.options(ray_actor_options={"num_cpus": 0.25, "num_gpus": s.reranker_num_gpus}
                                               ).bind(config.search, device)
     generator = bind_generator(config.answer)  # vllm only: the engine in its own GPU deployment
-    return SearchIngress.options(ray_actor_options={"num_cpus": 0.1}).bind(config, embedder, searcher, reranker,
+    # a request the ingress holds costs it a coroutine: many may wait on a slow client or on the other
+    # deployments at once (serve.ingress_max_ongoing_requests; docs/search.md "Limits at the HTTP edge")
+    return SearchIngress.options(max_ongoing_requests=s.ingress_max_ongoing_requests,
+                                 ray_actor_options={"num_cpus": 0.1}).bind(config, embedder, searcher, reranker,
                                                                             generator)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kb_ray.auth.keys import ApiKeyStore, Caller
-from kb_ray.auth.scope import is_open_path, required_role, role_allows, scoped_filter
+from kb_ray.auth.scope import ReadScope, is_open_path, required_role, role_allows
 from kb_ray.config import KbConfig
 from kb_ray.serving.http_guards import AsciiJSONResponse
 
@@ -35,10 +35,9 @@ class AuthGate:
     def collections(self, caller: Caller | None) -> list[str] | None:
         return None if caller is None else self.settings.collections_of(caller.tenant)
 
-    def scope_filter(self, caller: Caller | None, raw: dict[str, Any] | None) -> dict[str, Any] | None:
-        if caller is None:
-            return raw
-        return scoped_filter(raw, collections=self.collections(caller), principals=caller.principals)
+    def scope(self, caller: Caller | None) -> ReadScope:
+        """The one scope every read of this caller goes through (unrestricted with auth off)."""
+        return ReadScope.of(caller, collections=self.collections(caller))
 
     def refusal(self, method: str, path: str, authorization: str | None) -> tuple[int, str] | Caller:
         """The caller of an allowed request, or ``(status, detail)`` of its refusal."""
@@ -89,3 +88,4 @@ class BearerAuth:
 def caller_of(request: Any) -> Caller | None:
     """The caller the middleware resolved (None when auth is off)."""
     return getattr(request.state, "caller", None)
+

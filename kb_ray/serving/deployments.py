@@ -9,7 +9,8 @@
   but requests are not yet batched across callers; a ``@serve.batch`` page-query
   deployment is the next step when page search gets traffic).
 * ``RerankerDeployment`` — batched cross-encoder scoring (GPU when configured).
-* ``SearchIngress`` — the FastAPI app: validation, fan-out, rerank, errors as 4xx (kb_ray/serving/http_guards.py);
+* ``SearchIngress`` — the FastAPI app: body size and read deadlines and the in-flight limit per client
+  (kb_ray/serving/edge_limits.py), validation, fan-out, rerank, errors as 4xx (kb_ray/serving/http_guards.py);
   a search or embedding whose replica died is sent once more (``call_once_more_if_replica_died``); and
   ``POST /v1/answer`` (kb_ray/serving/answering.py over the same search path), logged to the
   ``answers`` table, and ``POST /v1/answers/{id}/feedback`` (kb_ray/answer/log.py); uploads
@@ -30,18 +31,18 @@ import time
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from ray import serve
 from ray.exceptions import RayActorError
 
-from kb_ray.auth.scope import may_see_document
+from kb_ray.auth.scope import ReadScope
 from kb_ray.config import KbConfig, SearchSettings
 from kb_ray.errors import FilterError, KbRayError, UploadError
 from kb_ray.search.errors import SearchRequestError, query_too_long
 from kb_ray.serving.api import AnswerRequest, FeedbackRequest, SearchRequest, merge_rerank
 from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
-from kb_ray.serving.http_guards import BodySizeLimit, allow_larger_body, validation_error_response
+from kb_ray.serving.edge_limits import BodyGuard, BodyRules, ClientConcurrencyLimit, EdgePolicy
+from kb_ray.serving.http_guards import add_error_handlers
 from kb_ray.serving.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from kb_ray.serving.uploads import UPLOAD_OPENAPI
 from kb_ray.serving.viewer import viewer_asset, viewer_page
@@ -49,12 +50,17 @@ from kb_ray.serving.viewer import viewer_asset, viewer_page
 logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
 MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its content-length, or once that much arrived
+UPLOAD_ROUTE = ("POST", "/v1/documents")  # its own body size and read deadline (serve.upload_*)
 WARM_UP_QUERY = "warm-up query"
-api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+# body size and read deadlines, requests in flight per client (kb_ray/serving/edge_limits.py): defaults
+# here, serve.* once SearchIngress starts
+EDGE = EdgePolicy(BodyRules(max_bytes=MAX_BODY_BYTES))
+api.add_middleware(BodyGuard, policy=EDGE)
+api.add_middleware(ClientConcurrencyLimit, policy=EDGE)  # inside BearerAuth: counts by API key when auth is on
 api.add_middleware(BearerAuth)  # a request without a valid key is refused first (docs/auth.md)
 METRICS = ServiceMetrics()  # this process's series, in a registry of their own (GET /metrics)
 api.add_middleware(MetricsMiddleware, metrics=METRICS, routes=lambda: api.router.routes)  # outermost: counts 401s too
-api.add_exception_handler(RequestValidationError, validation_error_response)  # 422 without echoing the input
+add_error_handlers(api)  # 422 without echoing the input; why a body could not be read; 499 for a client gone
 
 
 async def call_once_more_if_replica_died(method: Any, *args: Any) -> Any:
@@ -178,7 +184,7 @@ class SearchIngress:
                                         log=self.answer_log.append if config.answer.log else None)
         from kb_ray.serving.uploads import UploadService
 
-        allow_larger_body("POST", "/v1/documents", config.serve.upload_max_bytes)
+        EDGE.configure(config.serve, upload_route=UPLOAD_ROUTE)
         self.uploads = UploadService(config)
         self._gate_floor = 0  # the documents version of this replica's latest delete
 
@@ -192,32 +198,33 @@ class SearchIngress:
 
     @api.post("/v1/search")
     async def search(self, request: SearchRequest, http: Request) -> JSONResponse:
-        request.filter = self.auth.scope_filter(caller_of(http), request.filter)
+        request.filter = self._scope(http).filter(request.filter)
         return JSONResponse(await self._search(request))
 
     @api.post("/v1/answer")
     async def answer(self, request: AnswerRequest, http: Request) -> JSONResponse:
         """An answer with verified citations (docs/answers.md); 400 on an empty query, an unknown
-        mode or an ambiguous document name, 404 when a named document does not exist."""
+        mode or an ambiguous document name, 404 when no document the key may read has a name.
+        Every search and document lookup of every mode runs inside the key's scope."""
         from kb_ray.answer.sections import DocumentReferenceError
 
         self._check_query_length(request.query)
-        request.filter = self.auth.scope_filter(caller_of(http), request.filter)
         try:
-            return JSONResponse(await self.answerer.answer(request.model_dump()))
+            return JSONResponse(await self.answerer.answer(request.model_dump(), scope=self._scope(http)))
         except DocumentReferenceError as exc:
             raise HTTPException(404 if exc.not_found else 400, str(exc)) from exc
         except KbRayError as exc:  # bad request (empty query, unknown mode) or generator set-up
             raise HTTPException(400, str(exc)) from exc
 
     @api.post("/v1/answers/{answer_id}/feedback")
-    async def feedback(self, answer_id: str, request: FeedbackRequest) -> JSONResponse:
-        """A verdict (up | down | bad_retrieval, optional comment) on a logged answer; 404 for an unknown id."""
+    async def feedback(self, answer_id: str, request: FeedbackRequest, http: Request) -> JSONResponse:
+        """A verdict (up | down | bad_retrieval, optional comment) on a logged answer; 404 for an
+        unknown id or another tenant's answer."""
         from kb_ray.answer.log import UnknownAnswerError
 
         try:
             row = await asyncio.to_thread(self.answer_log.add_feedback, answer_id=answer_id, rating=request.rating,
-                                          comment=request.comment)
+                                          comment=request.comment, scope=self._scope(http))
         except UnknownAnswerError as exc:
             raise HTTPException(404, str(exc)) from exc
         return JSONResponse(row)
@@ -236,7 +243,7 @@ class SearchIngress:
     @api.get("/v1/ingests/{ingest_id}")
     async def ingest(self, ingest_id: str, http: Request) -> JSONResponse:
         """An upload's status (queued | running | done | failed) and each file's outcome; 404 unknown."""
-        status = await self.uploads.ingest(ingest_id, caller=caller_of(http))
+        status = await self.uploads.ingest(ingest_id, scope=self._scope(http))
         if status is None:
             raise HTTPException(404, f"no ingest {ingest_id}")
         return JSONResponse(status)
@@ -244,8 +251,7 @@ class SearchIngress:
     @api.delete("/v1/documents/{document_id}")
     async def delete_document(self, document_id: str, http: Request) -> JSONResponse:
         """Tombstone a document, hidden from search at once; 404 unknown, deleted or another tenant's."""
-        caller = caller_of(http)
-        deleted = await self.uploads.delete(document_id, caller=caller, collections=self.auth.collections(caller))
+        deleted = await self.uploads.delete(document_id, scope=self._scope(http))
         if deleted is None:
             raise HTTPException(404, f"no document {document_id}")
         # every later search carries the documents version the tombstone is in: each searcher
@@ -310,14 +316,10 @@ class SearchIngress:
 
     @api.get("/v1/documents/{document_id}")
     async def document(self, document_id: str, http: Request) -> JSONResponse:
-        from kb_ray.catalog.delta import DeltaCatalog
         from kb_ray.search.documents import document_view
 
-        catalog = DeltaCatalog.open(self.config.kb_root, storage_options=self.config.storage_options, create=False)
-        view = document_view(catalog, document_id)
-        caller = caller_of(http)
-        if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
-            raise HTTPException(404, f"no document {document_id}")  # another tenant's: 404, not 403
+        view = await asyncio.to_thread(document_view, self._read_catalog(), document_id)
+        self._check_visible(http, view, f"no document {document_id}")
         return JSONResponse(view)
 
     @api.get("/v1/documents/{document_id}/text")
@@ -392,7 +394,7 @@ class SearchIngress:
 
         raw = {key: value.split(",") for key, value in
                (("collection", collection), ("tags_any", tags_any), ("mime", mime)) if value}
-        scoped = self.auth.scope_filter(caller_of(http), raw)
+        scoped = self._scope(http).filter(raw)
         try:
             page = await asyncio.to_thread(list_documents, self._read_catalog(), filter=scoped, limit=limit,
                                            cursor=cursor)
@@ -442,9 +444,12 @@ class SearchIngress:
         manifest = live_manifest(self.config.kb_root, storage_options=self.config.storage_options)
         return chunk_view(self._read_catalog(), chunk_id, manifest=manifest)
 
+    def _scope(self, http: Request) -> ReadScope:
+        """The one scope every read of this request goes through (docs/security.md)."""
+        return self.auth.scope(caller_of(http))
+
     def _check_visible(self, http: Request, view: dict[str, Any] | None, missing: str) -> None:
-        caller = caller_of(http)
-        if view is None or not may_see_document(caller, view, collections=self.auth.collections(caller)):
+        if not self._scope(http).sees(view):
             raise HTTPException(404, missing)  # another tenant's: 404, not 403
 
 

@@ -1,13 +1,18 @@
-"""What the ingress does with a request before any route sees it (Ray-free, Starlette only).
+"""What the ingress answers for a request body it cannot take (Ray-free, Starlette only).
+Size and time limits are kb_ray/serving/edge_limits.py.
 
-* :class:`BodySizeLimit` refuses a body over the limit with 413: at once when its
-  ``content-length`` says so, and while it is read when it arrives chunked (no length).
-  :func:`allow_larger_body` raises the limit of one route (the ingress: uploads).
+:func:`add_error_handlers` installs these answers on an app.
+
 * :func:`validation_error_response` answers a malformed body with 422 without echoing the
   input back: the echo of a ``NaN``/``Infinity`` number or of a lone-surrogate string cannot be
   encoded as JSON and turned a bad request into a 500.
+* :func:`http_error_response` says why a body could not be parsed where FastAPI says only
+  "There was an error parsing the body": not UTF-8, or nested deeper than :data:`MAX_JSON_DEPTH`
+  (Python's parser gives up near 1,000 levels); both are 400. A client that closed the
+  connection before its body arrived is 499 (:func:`client_closed_response`), never a 500.
 * :func:`lone_surrogate_path` finds a string that is not valid Unicode (a ``\\ud800`` escape
-  with no partner) anywhere in a parsed body, so the request models can refuse it.
+  with no partner) anywhere in a parsed body, and :func:`deeper_than` a body nested past the
+  limit, so the request models can refuse them.
 """
 
 from __future__ import annotations
@@ -15,10 +20,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from kb_ray.errors import RequestBodyError
+
+MAX_JSON_DEPTH = 32  # arrays and objects inside each other in a JSON body; a request model needs 4
+CLIENT_CLOSED = 499  # the status nginx and Ray Serve's proxy log for a client that left before the response
 
 
 class AsciiJSONResponse(JSONResponse):
@@ -32,52 +43,65 @@ def too_large(size: int | str, limit: int) -> str:
     return f"request body of {size} bytes is over the {limit}-byte limit; send a smaller request"
 
 
-_ROUTE_LIMITS: dict[tuple[str, str], int] = {}
-
-
-def allow_larger_body(method: str, path: str, max_bytes: int) -> None:
-    """Let bodies of ``method path`` (exactly that path) reach ``max_bytes`` in this process."""
-    _ROUTE_LIMITS[(method.upper(), path.rstrip("/"))] = max_bytes
-
-
-class BodySizeLimit:
-    """ASGI middleware: 413 for a request body over ``max_bytes`` (or its route's own limit,
-    :func:`allow_larger_body`), declared or streamed."""
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = _ROUTE_LIMITS.get((scope["method"], scope["path"].rstrip("/")), self.max_bytes)
-        length = dict(scope.get("headers") or []).get(b"content-length", b"").decode("latin-1")
-        if length.isdigit() and int(length) > limit:
-            await AsciiJSONResponse({"detail": too_large(length, limit)}, status_code=413)(scope, receive, send)
-            return
-        await self.app(scope, _counting(receive, limit), send)
-
-
-def _counting(receive: Receive, limit: int) -> Receive:
-    received = 0
-
-    async def counted() -> Message:
-        nonlocal received
-        message = await receive()
-        received += len(message.get("body", b""))
-        if received > limit:  # FastAPI re-raises an HTTPException from reading the body
-            raise HTTPException(413, too_large(f"more than {limit}", limit))
-        return message
-
-    return counted
-
-
 async def validation_error_response(_request: Request, exc: Any) -> JSONResponse:
     """422 naming each wrong field (location, message, kind) and never the input itself."""
     errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
               for e in exc.errors()]
     return AsciiJSONResponse({"detail": errors}, status_code=422)
+
+
+def add_error_handlers(app: Any) -> None:
+    """The answers below, on a FastAPI ``app`` (the ingress; a test's small app)."""
+    app.add_exception_handler(RequestValidationError, validation_error_response)  # 422 without the input
+    app.add_exception_handler(HTTPException, http_error_response)  # a body not UTF-8 or too deep: why
+    app.add_exception_handler(RequestBodyError, body_error_response)  # nested too deep, found after parsing
+    app.add_exception_handler(ClientDisconnect, client_closed_response)  # left mid-body: 499, not a 500
+
+
+async def body_error_response(_request: Request, exc: Exception) -> JSONResponse:
+    return AsciiJSONResponse({"detail": str(exc)}, status_code=400)
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return (f"the request body is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "send JSON text encoded as UTF-8")
+
+
+def too_deep(limit: int = MAX_JSON_DEPTH) -> str:
+    return (f"the JSON body is nested more than {limit} levels deep (arrays and objects inside each other); "
+            "send a flatter body")
+
+
+async def http_error_response(request: Request, exc: HTTPException) -> Response:
+    """FastAPI's answer to an ``HTTPException``, except for a body it could not parse: 400 saying why
+    (not UTF-8, nested too deep), or 499 when the client closed the connection mid-body."""
+    cause = exc.__cause__
+    if isinstance(cause, ClientDisconnect):
+        return await client_closed_response(request, cause)
+    if isinstance(cause, UnicodeDecodeError):
+        return AsciiJSONResponse({"detail": not_utf8(cause)}, status_code=400)
+    if isinstance(cause, RecursionError):
+        return AsciiJSONResponse({"detail": too_deep()}, status_code=400)
+    return await http_exception_handler(request, exc)
+
+
+async def client_closed_response(_request: Request, _exc: Exception) -> Response:
+    """499 for a request whose client left before its body arrived: nobody reads it, metrics count it."""
+    return Response(status_code=CLIENT_CLOSED)
+
+
+def deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a parsed JSON value nests arrays and objects more than ``limit`` levels deep."""
+    stack: list[tuple[int, Any]] = [(1, value)]
+    while stack:  # iterative, like lone_surrogate_path
+        depth, item = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((depth + 1, child) for child in children)
+    return False
 
 
 def lone_surrogate_path(value: Any) -> str | None:

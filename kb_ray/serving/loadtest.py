@@ -1,15 +1,20 @@
 """A load driver for the HTTP query service: N concurrent clients × D seconds of ``/v1/search``.
 
-Used by ``tests/serving/test_service_load.py`` and ``benchmarks/serve_load.py``. Each client is a
-thread with its own keep-alive ``httpx.Client``, cycling through a list of request bodies
-(:func:`search_mix`) from its own offset. Every request is recorded (start, latency, status or
-the kind of connection error), so a caller can look at any window of the run, e.g. the seconds
-after a fault (:meth:`LoadResult.stats`).
+Used by ``tests/serving/test_service_load.py``, ``tests/serving/test_slow_clients.py`` and
+``benchmarks/serve_load.py``. Each client is a thread with its own keep-alive ``httpx.Client``,
+cycling through a list of request bodies (:func:`search_mix`) from its own offset. Every request is
+recorded (start, latency, status or the kind of connection error), so a caller can look at any
+window of the run, e.g. the seconds after a fault (:meth:`LoadResult.stats`).
+
+:func:`open_stalled` is a slow client: a raw socket that sends its headers and the first bytes of
+a body it declares longer, then nothing; :func:`stalled_replies` waits for what the service answers them.
 """
 
 from __future__ import annotations
 
 import json
+import selectors
+import socket
 import threading
 import time
 from collections import Counter
@@ -134,3 +139,57 @@ def _one_request(http: httpx.Client, path: str, body: dict[str, Any], *, began: 
         error = type(exc).__name__
     return RequestRecord(started_s=started - began, latency_ms=(time.perf_counter() - started) * 1000,
                          status=status, error=error, mode=str(body.get("mode", "hybrid")), client=client)
+
+
+STALLED_STARTS = {  # content type and the first bytes of a body that never finishes
+    "/v1/search": ("application/json", b'{"query": "pump'),
+    "/v1/documents": ("multipart/form-data; boundary=zz",
+                      b'--zz\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nsome te'),
+}
+
+
+@dataclass(frozen=True)
+class StalledReply:
+    status_line: str  # "" when nothing came
+    first_bytes_s: float | None  # when the answer (or the close) came, seconds after the stalled clients opened
+    closed: bool  # the service closed the connection
+
+
+def open_stalled(host: str, port: int, path: str, *, source: str = "", missing_bytes: int = 10_000) -> socket.socket:
+    """A client that POSTs the headers and the first bytes of a body ``missing_bytes`` longer than what
+    it sends, then waits; ``source`` is the local address to send from (a 127.0.0.0/8 one per client)."""
+    content_type, start = STALLED_STARTS[path]
+    sock = socket.create_connection((host, port), timeout=30, source_address=(source, 0) if source else None)
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(start) + missing_bytes}\r\n\r\n")
+    sock.sendall(head.encode("ascii") + start)
+    return sock
+
+
+def stalled_replies(socks: Sequence[socket.socket], *, since: float, timeout_s: float) -> list[StalledReply]:
+    """What each stalled client got until the service closed its connection, waiting ``timeout_s`` at
+    most (``since``: ``time.monotonic()`` when they opened); the sockets are closed after."""
+    received = {sock: b"" for sock in socks}
+    first: dict[socket.socket, float] = {}
+    closed: set[socket.socket] = set()
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+        end = time.monotonic() + timeout_s
+        while len(closed) < len(socks) and time.monotonic() < end:
+            for key, _ in selector.select(timeout=0.2):
+                sock = key.fileobj
+                try:
+                    data = sock.recv(65536)
+                except ConnectionError:
+                    data = b""
+                first.setdefault(sock, time.monotonic() - since)
+                received[sock] += data
+                if not data:
+                    closed.add(sock)
+                    selector.unregister(sock)
+    for sock in socks:
+        sock.close()
+    return [StalledReply(status_line=received[s].split(b"\r\n", 1)[0].decode("latin-1"),
+                         first_bytes_s=first.get(s), closed=s in closed) for s in socks]

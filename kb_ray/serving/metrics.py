@@ -4,12 +4,15 @@
 two services or a test in one process never mix counts); :class:`MetricsMiddleware` records
 every HTTP request by *route template* (``/v1/documents/{document_id}``, never the raw path, so
 ids do not become label values; a path no route matches is ``unmatched``), its status and its
-latency. The generation and document gauges are set by the ``/metrics`` route just before it
-renders. Each ingress replica counts its own requests. docs/documents_api.md lists the series.
+latency. A client that closed the connection before the response (Ray Serve then cancels the
+request; its proxy logs 499) is status 499, not an error. The generation and document gauges are
+set by the ``/metrics`` route just before it renders. Each ingress replica counts its own
+requests. docs/documents_api.md lists the series.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +21,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kb_ray.serving.http_guards import CLIENT_CLOSED
 
 UNMATCHED = "unmatched"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -34,7 +39,7 @@ class ServiceMetrics:
         self.latency = Histogram("kb_ray_http_request_duration_seconds", "HTTP request latency by route template",
                                  ("route",), buckets=LATENCY_BUCKETS, registry=self.registry)
         self.errors = Counter("kb_ray_http_errors", "HTTP requests that failed in the service (status 5xx or an "
-                              "exception)", ("route",), registry=self.registry)
+                              "exception; not a client that left first: 499)", ("route",), registry=self.registry)
         self.generation = Gauge("kb_ray_index_generation", "1 for the index generation being served",
                                 ("generation",), registry=self.registry)
         self.documents = Gauge("kb_ray_documents", "documents with an active version in the catalog",
@@ -76,8 +81,9 @@ def route_template(routes: Sequence[Any], scope: Scope) -> str:
 
 class MetricsMiddleware:
     """ASGI middleware: one :meth:`ServiceMetrics.observe` per HTTP request (an exception
-    counts as a 500 and is re-raised). ``routes`` is called per request (routes are added after
-    the middleware)."""
+    counts as a 500 and is re-raised; a client that left before the response started, or a
+    request cancelled, as 499). ``routes`` is called per request (routes are added after the
+    middleware)."""
 
     def __init__(self, app: ASGIApp, *, metrics: ServiceMetrics, routes: Callable[[], Sequence[Any]]) -> None:
         self.app, self.metrics, self.routes = app, metrics, routes
@@ -86,15 +92,26 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started, status = time.perf_counter(), [500]
+        started, status, answered = time.perf_counter(), [500], [False]
+
+        async def receive_and_see() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not answered[0]:
+                status[0] = CLIENT_CLOSED  # whatever the app answers next, nobody reads it
+            return message
 
         async def send_and_see(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status[0] = message["status"]
+                answered[0] = True
+                if status[0] != CLIENT_CLOSED:
+                    status[0] = message["status"]
             await send(message)
 
         try:
-            await self.app(scope, receive, send_and_see)
+            await self.app(scope, receive_and_see, send_and_see)
+        except asyncio.CancelledError:  # Ray Serve cancels a request whose client disconnected
+            status[0] = CLIENT_CLOSED
+            raise
         finally:
             # the route the router chose (it leaves it in the scope), else one matched here: a request
             # refused before routing (401, 403, 413) still counts under its route

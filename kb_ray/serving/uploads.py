@@ -3,7 +3,11 @@ step are kb_ray/ingest/uploads.py.
 
 * ``POST /v1/documents`` — :meth:`UploadService.upload` reads the multipart form, refuses a
   bad name or field (400), a collection outside the caller's tenant (403), a type no parser
-  takes (415), stores the bytes as raw blobs, queues the files and wakes the worker.
+  takes (415), stores the bytes as raw blobs, queues the files and wakes the worker. The form
+  parser spools each file to a temporary file past 1 MiB and the blob store copies it from
+  there in pieces, so an upload is never whole in memory; its body must arrive within
+  ``serve.upload_read_timeout_s`` with no pause over ``serve.body_idle_timeout_s`` (408 otherwise,
+  kb_ray/serving/edge_limits.py).
 * ``GET /v1/ingests/{id}`` — :meth:`UploadService.ingest` (another tenant's: None → 404).
 * ``DELETE /v1/documents/{id}`` — :meth:`UploadService.delete` tombstones the document.
 
@@ -18,10 +22,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+from starlette.datastructures import UploadFile
+
 from kb_ray.auth.keys import Caller
-from kb_ray.auth.scope import may_see_document
+from kb_ray.auth.scope import ReadScope
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import KbConfig
 from kb_ray.errors import UploadError
@@ -39,7 +47,8 @@ from kb_ray.processing import parse_routes
 
 logger = logging.getLogger(__name__)
 MAX_FILES = 100  # file parts per request
-# The form is read by hand (read_upload: size, names and fields checked in order), so FastAPI
+SNIFF_BYTES = 4096  # of each file, to check its type (kb_ray/parsing/mime.py reads the first 1 KiB)
+# The form is read by hand (upload_form: size, names and fields checked in order), so FastAPI
 # cannot infer it: the OpenAPI request body of POST /v1/documents, declared here.
 UPLOAD_OPENAPI = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["file"], "properties": {
@@ -75,7 +84,8 @@ def upload_worker(config: KbConfig) -> Any:
 
 
 def check_supported(name: str, data: bytes, *, routes: dict[str, list[str]]) -> None:
-    """415 unless a parser takes the file's type (by its name) and the bytes may be of that type."""
+    """415 unless a parser takes the file's type (by its name) and the bytes (its first ``SNIFF_BYTES``
+    suffice) may be of that type."""
     mime = mime_from_name(name)
     if not routes.get(mime):
         known = ", ".join(sorted(ext for ext, known_mime in EXTENSION_MIMES.items() if routes.get(known_mime)))
@@ -101,20 +111,27 @@ def upload_collection(asked: str | None, *, caller: Caller | None, collections: 
     return asked
 
 
-async def read_upload(request: Any) -> tuple[list[tuple[str, bytes]], UploadFields]:
-    """The ``file`` parts (sanitized name, bytes) and the text fields of a multipart form."""
-    from starlette.datastructures import UploadFile
-
+@asynccontextmanager
+async def upload_form(request: Any) -> AsyncIterator[tuple[list[tuple[str, UploadFile]], UploadFields]]:
+    """The ``file`` parts (sanitized name, the spooled file) and the text fields of a multipart form;
+    the files are deleted when the block ends."""
     form = await request.form(max_files=MAX_FILES)
     try:
         parts = form.getlist("file")
         if not parts or not all(isinstance(part, UploadFile) for part in parts):
             raise UploadError("send the documents as multipart/form-data with one or more `file` parts")
-        files = [(display_name(part.filename), await part.read()) for part in parts]
+        files = [(display_name(part.filename), part) for part in parts]
         text = {key: _text_field(form.get(key), key) for key in ("collection", "tags", "acl", "metadata")}
-        return files, parse_fields(**text)
+        yield files, parse_fields(**text)
     finally:
         await form.close()
+
+
+async def file_head(part: UploadFile) -> bytes:
+    """The first :data:`SNIFF_BYTES` of an uploaded file (enough to tell its type), rewound after."""
+    head = await part.read(SNIFF_BYTES)
+    await part.seek(0)
+    return head
 
 
 def _text_field(value: Any, key: str) -> str | None:
@@ -134,13 +151,14 @@ class UploadService:
         self._wake_worker()  # what an earlier ingress left queued
 
     async def upload(self, request: Any, *, caller: Caller | None, collections: list[str] | None) -> dict[str, Any]:
-        files, fields = await read_upload(request)
-        collection = upload_collection(fields.collection, caller=caller, collections=collections,
-                                       default=self.config.ingest.collection)
-        for name, data in files:
-            check_supported(name, data, routes=self.routes)
-        ingest_id, stored = await asyncio.to_thread(self.queue.enqueue, files, collection=collection, fields=fields,
-                                                    tenant=caller.tenant if caller else None)
+        async with upload_form(request) as (files, fields):
+            collection = upload_collection(fields.collection, caller=caller, collections=collections,
+                                           default=self.config.ingest.collection)
+            for name, part in files:
+                check_supported(name, await file_head(part), routes=self.routes)
+            ingest_id, stored = await asyncio.to_thread(
+                self.queue.enqueue, [(name, part.file) for name, part in files], collection=collection,
+                fields=fields, tenant=caller.tenant if caller else None)
         self._wake_worker()
         logger.info("queued upload %s: %d files for collection %s", ingest_id, len(stored), collection)
         return {"ingest_id": ingest_id, "collection": collection, "files": stored}
@@ -150,16 +168,15 @@ class UploadService:
         upload starts another (which takes the files the dead one left ``running``)."""
         upload_worker(self.config).drain.remote()
 
-    async def ingest(self, ingest_id: str, *, caller: Caller | None) -> dict[str, Any] | None:
+    async def ingest(self, ingest_id: str, *, scope: ReadScope) -> dict[str, Any] | None:
         status = await asyncio.to_thread(self.queue.status, ingest_id)
-        if status is None or (caller is not None and status["tenant"] != caller.tenant):
+        if status is None or not scope.owns_tenant_row(status["tenant"]):
             return None  # another tenant's ingest is as unknown as a missing one
         return status
 
-    async def delete(self, document_id: str, *, caller: Caller | None,
-                     collections: list[str] | None) -> dict[str, Any] | None:
+    async def delete(self, document_id: str, *, scope: ReadScope) -> dict[str, Any] | None:
         document = await asyncio.to_thread(active_document, self.catalog, document_id)
-        if document is None or not may_see_document(caller, document, collections=collections):
+        if not scope.sees(document):
             return None
         row = await asyncio.to_thread(delete_document, self.catalog, document)
         return {"document_id": document_id, "deleted_at": row["deleted_at"].isoformat()}

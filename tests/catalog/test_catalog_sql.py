@@ -6,10 +6,11 @@ import time
 from datetime import datetime, timezone
 
 import duckdb
+import pyarrow as pa
 import pytest
 from catalog_rows import embedding_rows
 
-from kb_ray.catalog.contract import schemas
+from kb_ray.catalog.contract import schemas, table_spec
 from kb_ray.catalog.sql import (
     list_ready_queries,
     load_ready_query,
@@ -65,6 +66,17 @@ def test_embedding_coverage_counts_active_chunks(populated_catalog):
 def test_failure_reasons_groups_by_reason(populated_catalog):
     result = run_query(populated_catalog, load_ready_query("failure_reasons")).to_pylist()
     assert [(r["reason"], r["n_failures"]) for r in result] == [("encrypted", 1)]
+
+
+def test_failure_reasons_takes_the_example_uri_and_error_from_the_same_failure(catalog):
+    """min(uri) and min(error) taken apart named a.pdf with b.pdf's error."""
+    failures = [("file:///a.pdf", "corrupt: pdfium cannot open a.pdf"), ("file:///b.pdf", "corrupt: b.pdf is truncated")]
+    catalog.append("ingest_log", pa.Table.from_pylist(
+        [{"run_id": "run_1", "collection": "c", "uri": uri, "action": "failed", "status": "failed", "error": error,
+          "reason": "corrupt"} for uri, error in failures], schema=table_spec("ingest_log").schema))
+    (row,) = run_query(catalog, load_ready_query("failure_reasons")).to_pylist()
+    assert (row["reason"], row["n_failures"]) == ("corrupt", 2)
+    assert (row["example_uri"], row["example_error"]) == failures[0]
 
 
 def test_unknown_ready_query_names_the_available_ones():

@@ -6,6 +6,7 @@ import io
 import os
 import shutil
 import zipfile
+import zlib
 from pathlib import Path
 
 from tests.conftest import GOLDEN_SOURCES
@@ -110,3 +111,61 @@ def zip_bomb_docx(inflated_mib: int = 64) -> bytes:
         archive.writestr("word/document.xml", "<w:document/>")
         archive.writestr("word/media/image1.bin", bytes(inflated_mib << 20))
     return out.getvalue()
+
+
+ZIP_SLIP_MEMBERS = ("../../outside.sh", "/etc/cron.d/evil", "word\\..\\..\\evil.dll")
+
+
+def zip_slip_docx() -> bytes:
+    """The golden policy.docx plus members named outside the archive (a "zip slip"): a
+    relative climb, an absolute path and a Windows-style climb."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(GOLDEN_SOURCES / "policy.docx") as real, \
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member in real.infolist():
+            archive.writestr(member, real.read(member))
+        for name in ZIP_SLIP_MEMBERS:
+            archive.writestr(name, "echo escaped\n")
+    return out.getvalue()
+
+
+def flate_bomb_pdf(inflated_mib: int = 2048) -> bytes:
+    """A one-page PDF whose content stream (FlateDecode) inflates to ``inflated_mib`` MiB of
+    spaces after one line of text: ~1000x, 2 MB on disk for 2 GiB. Built in milliseconds: each
+    MiB of spaces is the same full-flushed deflate block, and the Adler-32 of the inflated
+    stream is computed in closed form."""
+    text = b"BT /F1 12 Tf 72 720 Td (flate bomb) Tj ET\n"
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate; the zlib header and checksum are ours
+    head = deflate.compress(text) + deflate.flush(zlib.Z_FULL_FLUSH)
+    block = deflate.compress(b" " * (1 << 20)) + deflate.flush(zlib.Z_FULL_FLUSH)  # no history: repeatable
+    tail = deflate.flush()
+    stream = b"\x78\xda" + head + block * inflated_mib + tail + _adler32_of_spaces(text, inflated_mib << 20)
+    return _one_page_pdf(stream)
+
+
+def _adler32_of_spaces(prefix: bytes, n: int) -> bytes:
+    """Adler-32 of ``prefix`` followed by ``n`` spaces, big-endian (RFC 1950)."""
+    modulus, checksum = 65521, zlib.adler32(prefix)
+    a, b = checksum & 0xFFFF, checksum >> 16
+    a, b = (a + 32 * n) % modulus, (b + n * a + 32 * n * (n + 1) // 2) % modulus
+    return ((b << 16) | a).to_bytes(4, "big")
+
+
+def _one_page_pdf(content: bytes) -> bytes:
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> "
+        b"/Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n%b\nendstream" % (len(content), content),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.7\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%b\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

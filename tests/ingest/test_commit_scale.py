@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.ingest.commit import MicroBatchCommitter, ResidueWatch
@@ -122,18 +123,20 @@ def test_a_clean_catalog_commits_without_reading_version_keyed_tables_or_documen
     assert created.null_count == 0
 
 
-def crash_mid_batch(catalog: DeltaCatalog, *, run_id: str) -> None:
-    """What a run that died between its elements and versions commits leaves behind."""
-    catalog.append("ingest_runs", to_table("ingest_runs", [{"run_id": run_id, "status": "crashed"}]))
+def crash_mid_batch(catalog: DeltaCatalog, *, run_id: str, status: str = "crashed") -> None:
+    """What a run that died between its elements and versions commits leaves behind
+    (``abandoned``: killed, and marked so by the next run that took the writer lease)."""
+    catalog.append("ingest_runs", to_table("ingest_runs", [{"run_id": run_id, "status": status}]))
     residue = to_table("elements", [{"version_id": "ver_0_0_0", "element_id": "e0"}])
     catalog.commit_files("elements", [catalog.write_data_file("elements", residue)], app_id=f"ingest:{run_id}",
                          app_version=0)
 
 
-def test_residue_of_a_crashed_run_is_found_and_removed_before_committing_again(tmp_path):
+@pytest.mark.parametrize("status", ["crashed", "abandoned", "running"])
+def test_residue_of_a_crashed_run_is_found_and_removed_before_committing_again(tmp_path, status):
     catalog = open_catalog(tmp_path)
     assert not ResidueWatch(catalog, except_run="run_a").possible()
-    crash_mid_batch(catalog, run_id="run_old")
+    crash_mid_batch(catalog, run_id="run_old", status=status)
     assert ResidueWatch(catalog, except_run="run_a").possible()
     commit_batches(catalog, 2, compact_every=0)
     assert "elements" in catalog.reads  # the residue search ran

@@ -35,7 +35,7 @@ def test_unchanged_files_leave_the_plan_as_arrow_and_commit_their_sha_and_versio
     source = corpus(tmp_path / "src", 4)
     catalog = DeltaCatalog.open(str(tmp_path / "kb"))
     first = plan_ingest(list_sources([str(source)], collection="c", include=["**/*"]), catalog=catalog,
-                        collection="c", pipeline_fp="fp")
+                        collection="c", pipeline_fp="fp", roots=[str(source)])
     assert first.todo.num_rows == 4 and first.unchanged.num_rows == 0
     now = datetime.now(timezone.utc)
     todo = first.todo.to_pylist()
@@ -48,7 +48,7 @@ def test_unchanged_files_leave_the_plan_as_arrow_and_commit_their_sha_and_versio
                                                     "raw_sha": f"sha{i}", "status": "present"}
                                                    for i, row in enumerate(todo)]))
     again = plan_ingest(list_sources([str(source)], collection="c", include=["**/*"]), catalog=catalog,
-                        collection="c", pipeline_fp="fp")
+                        collection="c", pipeline_fp="fp", roots=[str(source)])
     assert again.todo.num_rows == 0 and again.unchanged.num_rows == 4
     assert set(again.unchanged.column("action").to_pylist()) == {"unchanged"}
     committer = MicroBatchCommitter(catalog, run_id="run_b")

@@ -59,6 +59,19 @@ def test_embed_write_emits_one_batch_row_that_commits_with_reason_codes(tmp_path
     assert sorted(catalog.read("documents").column("key").to_pylist()) == ["manual.pdf", "notes.txt"]
 
 
+def test_a_zip_slip_member_is_named_in_the_ingest_log_of_the_document_that_parsed(tmp_path):
+    from tests.ingest.corpus import ZIP_SLIP_MEMBERS, zip_slip_docx
+
+    config, catalog = stage_config(tmp_path)
+    (tmp_path / "slip.docx").write_bytes(zip_slip_docx())
+    batch, _ = run_stages(config, source_table([tmp_path / "slip.docx"]))
+    MicroBatchCommitter(catalog, run_id="run_t").commit(batch.to_pylist()[0], batch_no=0)
+    (log,) = catalog.read("ingest_log").to_pylist()
+    assert (log["action"], log["status"], log["reason"]) == ("new", "ok", None) and log["n_chunks"] > 0
+    assert log["error"].startswith("unsafe_archive_member: ")
+    assert all(repr(name) in log["error"] for name in ZIP_SLIP_MEMBERS)
+
+
 def test_a_rerun_takes_known_versions_from_the_catalog_and_reuses_everything(tmp_path):
     config, catalog = stage_config(tmp_path)
     paths = sources(tmp_path)

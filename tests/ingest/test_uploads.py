@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -60,6 +61,14 @@ def test_raw_blobs_are_named_by_their_sha_without_a_suffix(tmp_path):
             store.get(bad)
 
 
+def test_a_streamed_blob_is_copied_in_pieces_under_its_sha_and_leaves_no_temporary_file(tmp_path):
+    store, data = BlobStore(str(tmp_path), kind="raw"), bytes(range(256)) * 40
+    assert store.put_stream(io.BytesIO(data), chunk_bytes=1000) == (ids.sha256_bytes(data), len(data))
+    assert store.get(ids.sha256_bytes(data)) == data and store.put_stream(io.BytesIO(data))[0] == store.put_bytes(data)
+    assert store.put_stream(io.BytesIO(b"")) == (ids.sha256_bytes(b""), 0)
+    assert not list((tmp_path / "blobs" / "raw").glob("*.tmp"))
+
+
 @pytest.fixture()
 def catalog(tmp_path):
     return DeltaCatalog.open(str(tmp_path / "kb"))
@@ -71,7 +80,9 @@ def test_queue_claims_one_file_per_document_oldest_first_and_reports_outcomes(ca
                                   fields=UploadFields(tags=("t",)))
     assert stored == [{"name": "a.md", "sha256": ids.sha256_bytes(b"# A\n"), "bytes": 4},
                       {"name": "b.txt", "sha256": ids.sha256_bytes(b"b"), "bytes": 1}]
-    second, _ = queue.enqueue([("a.md", b"# A2\n")], collection="c", tenant="acme", fields=UploadFields())
+    second, spooled = queue.enqueue([("a.md", io.BytesIO(b"# A2\n"))], collection="c", tenant="acme",
+                                    fields=UploadFields())  # a file (the form's spooled part) is copied in pieces
+    assert spooled[0]["bytes"] == 5 and BlobStore(catalog.kb_root, kind="raw").get(spooled[0]["sha256"]) == b"# A2\n"
     assert queue.status(first)["status"] == "queued" and queue.status("ing_missing") is None
     claimed = queue.claim()
     assert sorted((row["ingest_id"], row["name"]) for row in claimed) == [(first, "a.md"), (first, "b.txt")]
@@ -162,7 +173,8 @@ def test_a_batch_plan_never_counts_uploaded_documents_as_vanished(catalog):
         {"collection": "c", "uri": uri, "key": uri, "document_id": ids.document_id(collection="c", key=uri),
          "status": "present"} for uri in ("upload://c/up.md", "/data/c/gone.txt")], schema=catalog.read("sources").schema)
     catalog.append("sources", sources)
-    plan = plan_ingest(LISTING_SCHEMA.empty_table(), catalog=catalog, collection="c", pipeline_fp="fp")
+    plan = plan_ingest(LISTING_SCHEMA.empty_table(), catalog=catalog, collection="c", pipeline_fp="fp",
+                       roots=["/data/c", "upload://c"])  # even a root that names them
     assert plan.vanished.column("uri").to_pylist() == ["/data/c/gone.txt"]
 
 

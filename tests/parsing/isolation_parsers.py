@@ -2,8 +2,9 @@
 
 :class:`ScriptedParser` reads its document as a command: ``pages N`` returns N pages,
 ``sleep S`` sleeps S seconds first, ``exit C`` ends the process with code C,
-``segfault`` dereferences a null pointer, ``alloc M`` allocates M MiB and ``recurse``
-recurses without end.
+``segfault`` dereferences a null pointer, ``alloc M`` allocates M MiB, ``recurse``
+recurses without end and ``abort [M]`` aborts the process (SIGABRT), inside a budget of
+M MiB (kb_ray/parsing/native_memory.py, as pdfium does when an allocation fails) when given.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import time
 
 from kb_ray.errors import ParseError
+from kb_ray.parsing import native_memory
 from kb_ray.parsing.base import ParseLimits, Parser
 from kb_ray.parsing.blocks import Block, PageInfo, ParseResult
 
@@ -44,6 +46,9 @@ class ScriptedParser(Parser):
             held[-1] = 1
         elif command == "recurse":
             _recurse(0)
+        elif command == "abort":
+            with native_memory.bounded(int(argument) << 20 if argument else None):
+                os.abort()
         text = f"{self.flavour} from pid {os.getpid()}"
         return ParseResult(status="ok", parser=self.name, mime=mime, blocks=[Block(kind="paragraph", text=text)],
                            pages=[PageInfo(page_no=n + 1, width=10.0, height=10.0) for n in range(pages)])

@@ -5,7 +5,10 @@ document parses normally. Real spawned processes, real parsers."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,7 +17,7 @@ from kb_ray.config import ParseSettings
 from kb_ray.parsing.base import ParseLimits
 from kb_ray.parsing.router import PARSER_FACTORIES, ParserRouter
 from kb_ray.processing import DocumentProcessor, build_router
-from tests.conftest import GOLDEN_SOURCES
+from tests.conftest import GOLDEN_SOURCES, REPO_ROOT
 
 LIMITS = ParseLimits(max_seconds=2.0, max_memory_bytes=1536 << 20)
 DEEP_HTML = b"<html><body>" + b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000
@@ -88,6 +91,42 @@ def test_a_zip_bomb_docx_fails_before_anything_is_inflated_and_a_real_docx_parse
     assert (result.status, result.reason) == ("failed", "decompression_bomb"), result.error
     assert "inflates" in result.detail and time.perf_counter() - started < 1.0
     assert router.parse((GOLDEN_SOURCES / "policy.docx").read_bytes(), filename="policy.docx").status == "ok"
+
+
+def test_a_docx_with_members_named_outside_the_archive_parses_and_names_each_in_a_note_and_a_warning(caplog):
+    from tests.ingest.corpus import ZIP_SLIP_MEMBERS, zip_slip_docx
+
+    router = build_router(ParseSettings(isolate=False))
+    with caplog.at_level("WARNING", logger="kb_ray.parsing.docling_formats"):
+        result = router.parse(zip_slip_docx(), filename="slip.docx")
+    assert result.status == "ok" and result.blocks, result.error  # the document itself is read
+    assert [note.split(":")[0] for note in result.notes] == ["unsafe_archive_member"] * len(ZIP_SLIP_MEMBERS)
+    for name, note, record in zip(ZIP_SLIP_MEMBERS, result.notes, caplog.records, strict=True):
+        assert repr(name) in note and record.getMessage() == f"slip.docx: {note}"
+    plain = router.parse((GOLDEN_SOURCES / "policy.docx").read_bytes(), filename="policy.docx")
+    assert plain.status == "ok" and plain.notes == []
+
+
+def test_a_flate_bomb_pdf_fails_as_memory_limit_in_time_with_its_parser_process_under_1_gib(tmp_path):
+    """2 MB of PDF whose content stream inflates to 2 GiB: the parser process grew to 2.4 GB
+    resident and pdfium aborted it (``crashed``, exit code -6) before its page got a budget
+    (parse.pdfium_memory_mb). Measured in a process of its own, whose only children are the
+    parser processes; a real PDF parses in the fresh child after it."""
+    from tests.ingest.corpus import SECTIONS, flate_bomb_pdf, make_pdf
+
+    bomb = tmp_path / "flate-bomb.pdf"
+    bomb.write_bytes(flate_bomb_pdf(2048))
+    assert bomb.stat().st_size < 3 << 20
+    max_seconds = 60
+    probe = subprocess.run([sys.executable, "-m", "tests.parsing.bomb_probe", str(max_seconds), str(bomb),
+                            str(make_pdf(tmp_path / "pump.pdf", SECTIONS))],
+                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, check=True)
+    outcome = json.loads(probe.stdout.splitlines()[-1])
+    exploded, after = outcome["results"]
+    assert (exploded["status"], exploded["reason"]) == ("failed", "memory_limit"), exploded
+    assert "parse.pdfium_memory_mb" in exploded["detail"] and exploded["seconds"] < max_seconds
+    assert outcome["child_peak_rss_mib"] <= 1024, outcome
+    assert after["status"] == "ok", after
 
 
 def test_model_parsers_children_get_no_address_space_cap():

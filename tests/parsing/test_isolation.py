@@ -63,6 +63,14 @@ def test_a_dying_child_fails_the_document_as_crashed_with_its_exit_code(isolated
     assert parse(isolated, "pages 1").status == "ok"
 
 
+@pytest.mark.parametrize(("command", "reason"), [("abort", "crashed"), ("abort 64", "memory_limit")])
+def test_an_abort_is_memory_limit_only_inside_a_pdfium_memory_budget(isolated, command, reason):
+    result = parse(isolated, command)
+    assert (result.status, result.reason) == ("failed", reason), result.error
+    assert ("exit code -6" in result.detail) == (reason == "crashed")
+    assert parse(isolated, "pages 1").status == "ok"
+
+
 def test_the_child_is_recycled_after_the_page_budget(isolated):
     parse(isolated, "pages 3")
     first_pid = isolated.child_pid

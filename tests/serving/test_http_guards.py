@@ -6,21 +6,21 @@ import asyncio
 
 import pytest
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 from fastapi.testclient import TestClient
 from ray.exceptions import ActorDiedError
 
 from kb_ray.serving.api import SearchRequest
 from kb_ray.serving.deployments import call_once_more_if_replica_died
-from kb_ray.serving.http_guards import BodySizeLimit, lone_surrogate_path, validation_error_response
+from kb_ray.serving.edge_limits import BodyGuard, BodyRules, EdgePolicy
+from kb_ray.serving.http_guards import MAX_JSON_DEPTH, add_error_handlers, deeper_than, lone_surrogate_path
 from kb_ray.serving.loadtest import LoadResult, RequestRecord, search_mix
 
 
 @pytest.fixture(scope="module")
 def client():
     app = FastAPI()
-    app.add_middleware(BodySizeLimit, max_bytes=1000)
-    app.add_exception_handler(RequestValidationError, validation_error_response)
+    app.add_middleware(BodyGuard, policy=EdgePolicy(BodyRules(max_bytes=250_000)))
+    add_error_handlers(app)
 
     @app.post("/echo")
     async def echo(request: SearchRequest) -> dict:
@@ -30,8 +30,8 @@ def client():
 
 
 def test_a_streamed_body_over_the_limit_is_413_and_one_under_it_passes(client):
-    assert client.post("/echo", content=iter([b" " * 600, b" " * 600])).status_code == 413
-    assert client.post("/echo", content=b"x" * 1001).json()["detail"].startswith("request body of 1001 bytes")
+    assert client.post("/echo", content=iter([b" " * 150_000, b" " * 150_000])).status_code == 413
+    assert client.post("/echo", content=b"x" * 250_001).json()["detail"].startswith("request body of 250001 bytes")
     assert client.post("/echo", json={"query": "pump"}).json() == {"query": "pump"}
 
 
@@ -41,6 +41,31 @@ def test_bodies_whose_echo_cannot_be_json_encoded_are_422_not_500(client, body):
     response = client.post("/echo", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 422 and response.json()["detail"][0]["msg"]
     assert "input" not in response.json()["detail"][0]
+
+
+def _nested(levels: int) -> bytes:
+    return b'{"query": "pump", "filter": {"metadata": ' + b"[" * levels + b"]" * levels + b"}}"
+
+
+def test_a_body_that_is_not_utf8_or_nested_too_deep_is_400_saying_which(client):
+    """FastAPI says only "There was an error parsing the body" for both (issue #37, point 8)."""
+    headers = {"content-type": "application/json"}
+    not_utf8 = client.post("/echo", content=b'{"query": "pump \xff\xfe"}', headers=headers)
+    assert not_utf8.status_code == 400
+    assert not_utf8.json()["detail"].startswith("the request body is not valid UTF-8 (byte 0xff at offset 16)")
+    limit = f"nested more than {MAX_JSON_DEPTH} levels deep"
+    # the body and filter objects are 2 levels: MAX_JSON_DEPTH - 2 lists in them is the deepest body taken
+    assert client.post("/echo", content=_nested(MAX_JSON_DEPTH - 2), headers=headers).status_code == 200
+    for levels in (MAX_JSON_DEPTH - 1, 5_000):  # parsed, then refused by the model; Python's parser gives up
+        response = client.post("/echo", content=_nested(levels), headers=headers)
+        assert response.status_code == 400 and limit in response.json()["detail"], (levels, response.text)
+    assert client.post("/echo", content=b"[" * 100_000 + b"]" * 100_000, headers=headers).json()["detail"] == \
+        client.post("/echo", content=_nested(40), headers=headers).json()["detail"]
+
+
+def test_nesting_depth_counts_arrays_and_objects():
+    assert not deeper_than({"query": "x"}, 1) and deeper_than({"a": {}}, 1) and not deeper_than({"a": {}}, 2)
+    assert not deeper_than("text", 0) and deeper_than([[[]]], 2) and not deeper_than([[[]]], 3)
 
 
 def test_lone_surrogates_are_found_wherever_they_are():

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from typing import Any
+
 import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from kb_ray.serving.api import SearchRequest
+from kb_ray.serving.http_guards import add_error_handlers
 from kb_ray.serving.metrics import MetricsMiddleware, ServiceMetrics
 
 
@@ -98,3 +105,69 @@ def test_routes_of_an_included_router_and_requests_refused_before_routing():
     for status in ("200", "401"):
         key = (("method", "GET"), ("route", "/v1/things/{thing_id}"), ("status", status))
         assert samples[("kb_ray_http_requests_total", key)] == 1, status
+
+
+def _disconnecting_app() -> tuple[Any, ServiceMetrics]:
+    from fastapi import FastAPI
+
+    metrics, app = ServiceMetrics(), FastAPI()
+    add_error_handlers(app)
+
+    @app.post("/v1/search")
+    async def search(request: SearchRequest) -> dict:
+        return {"query": request.query}
+
+    @app.post("/v1/documents")
+    async def upload(request: Request) -> dict:
+        return {"parts": len(await request.form())}
+
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=lambda: app.router.routes)
+    return app, metrics
+
+
+JSON_START = (b"application/json", b'{"query": "pu')
+FORM_START = (b"multipart/form-data; boundary=zz",
+              b'--zz\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nhel')
+
+
+async def _leave_mid_body(app: Any, path: str, start: tuple[bytes, bytes], *, cancel: bool = False) -> list[dict]:
+    """A client that sends the ``(content type, first bytes)`` of its body and then closes the connection
+    (``http.disconnect``), or whose request Ray Serve cancels (what its proxy does when the client leaves)."""
+    content_type, first = start
+    messages = [{"type": "http.request", "body": first, "more_body": True}]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        if messages:
+            return messages.pop(0)
+        if cancel:
+            await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8000),
+             "headers": [(b"content-type", content_type), (b"content-length", b"1000")]}
+    task = asyncio.create_task(app(scope, receive, send))
+    if cancel:
+        await asyncio.sleep(0.1)
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return sent
+
+
+def test_a_client_that_leaves_mid_body_is_counted_as_499_not_as_an_error():
+    """Ray Serve's proxy logs 499 for it; /metrics said 500 (issue #37, point 8)."""
+    app, metrics = _disconnecting_app()
+    asyncio.run(_leave_mid_body(app, "/v1/search", JSON_START))
+    asyncio.run(_leave_mid_body(app, "/v1/documents", FORM_START))
+    asyncio.run(_leave_mid_body(app, "/v1/search", JSON_START, cancel=True))
+    samples = _samples(metrics)
+    for route, count in (("/v1/search", 2), ("/v1/documents", 1)):
+        key = (("method", "POST"), ("route", route), ("status", "499"))
+        assert samples[("kb_ray_http_requests_total", key)] == count, samples
+        assert ("kb_ray_http_errors_total", (("route", route),)) not in samples

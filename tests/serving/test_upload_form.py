@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from kb_ray.auth.keys import Caller
 from kb_ray.errors import UploadError
 from kb_ray.parsing.router import DEFAULT_ROUTES
-from kb_ray.serving.http_guards import BodySizeLimit, allow_larger_body
-from kb_ray.serving.uploads import check_supported, read_upload, upload_collection
+from kb_ray.serving.edge_limits import BodyGuard, BodyRules, EdgePolicy
+from kb_ray.serving.uploads import check_supported, upload_collection, upload_form
 
 PDF = b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\n"
 
@@ -19,17 +19,18 @@ PDF = b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\n"
 @pytest.fixture(scope="module")
 def client():
     app = FastAPI()
-    app.add_middleware(BodySizeLimit, max_bytes=100)
-    allow_larger_body("POST", "/form", 2000)
+    policy = EdgePolicy(BodyRules(max_bytes=100))
+    policy.allow_route("POST", "/form", BodyRules(max_bytes=2000))
+    app.add_middleware(BodyGuard, policy=policy)
 
     @app.post("/form")
     async def form(request: Request) -> dict:
         try:
-            files, fields = await read_upload(request)
+            async with upload_form(request) as (files, fields):
+                return {"files": [[name, len(await part.read())] for name, part in files], "tags": list(fields.tags),
+                        "collection": fields.collection, "metadata": fields.metadata}
         except UploadError as exc:
             raise HTTPException(exc.status, str(exc)) from exc
-        return {"files": [[name, len(data)] for name, data in files], "tags": list(fields.tags),
-                "collection": fields.collection, "metadata": fields.metadata}
 
     @app.post("/other")
     async def other(request: Request) -> dict:
