@@ -47,7 +47,7 @@ def test_given_titles_a_heading_a_search_and_one_without_evidence(answerer, cata
 
 
 def test_unknown_ambiguous_or_several_documents_are_clear_errors(answerer):
-    with pytest.raises(DocumentReferenceError, match="no active document is named 'the lunar rover manual'") as unknown:
+    with pytest.raises(DocumentReferenceError, match="no active document you may read is named 'the lunar rover manual'") as unknown:
         answerer.answer({"query": "s", "mode": "summary", "documents": ["the lunar rover manual"]})
     assert unknown.value.candidates
     with pytest.raises(DocumentReferenceError, match="ambiguous") as ambiguous:
