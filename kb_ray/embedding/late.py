@@ -187,6 +187,18 @@ class LatePooler:
         return vectors
 
 
+def padded_windows(batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(input_ids, attention_mask)`` int64 ``[windows, longest]`` of token id sequences,
+    zero-padded: what both encoder runtimes feed their transformer for ``token_states``."""
+    width = max(len(ids) for ids in batch)
+    input_ids = np.zeros((len(batch), width), dtype=np.int64)
+    mask = np.zeros((len(batch), width), dtype=np.int64)
+    for row, ids in enumerate(batch):
+        input_ids[row, :len(ids)] = ids
+        mask[row, :len(ids)] = 1
+    return input_ids, mask
+
+
 def check_late_pooling(layout: Any, path: Path) -> None:
     """Late pooling averages the transformer's token states, which is the model's own sentence
     vector only for a mean-pooling model (``ModelLayout``) without layers after the pooling."""

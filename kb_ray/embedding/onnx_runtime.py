@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from kb_ray.embedding.late import padded_windows
 from kb_ray.embedding.model_files import INSTALL_HINT, ONNX_INSTALL_HINT, ModelLayout
 from kb_ray.embedding.onnx_export import QUANT_RECIPES, exported_model
 from kb_ray.errors import KbRayError
@@ -60,12 +61,7 @@ class OnnxEncoder:
     def token_states(self, batch: list[list[int]]) -> list[np.ndarray]:
         """The transformer's last hidden states of each token id sequence (one session run,
         padded to the longest), float32 ``[tokens, hidden]`` each."""
-        width = max(len(ids) for ids in batch)
-        input_ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, ids in enumerate(batch):
-            input_ids[row, :len(ids)] = ids
-            mask[row, :len(ids)] = 1
+        input_ids, mask = padded_windows(batch)
         feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
         hidden = self.session.run(None, {name: feed[name] for name in self._inputs})[0].astype(np.float32, copy=False)
         return [hidden[row, :len(ids)] for row, ids in enumerate(batch)]

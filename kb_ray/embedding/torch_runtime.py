@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kb_ray.embedding.late import padded_windows
 from kb_ray.embedding.model_files import INSTALL_HINT
 from kb_ray.errors import KbRayError
 
@@ -45,12 +46,8 @@ class TorchEncoder:
         padded to the longest), float32 ``[tokens, hidden]`` each."""
         import torch
 
-        width = max(len(ids) for ids in batch)
-        input_ids = torch.zeros((len(batch), width), dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, ids in enumerate(batch):
-            input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-            mask[row, :len(ids)] = 1
+        padded, attention = padded_windows(batch)
+        input_ids, mask = torch.from_numpy(padded), torch.from_numpy(attention)
         features = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device),
                     "token_type_ids": torch.zeros_like(input_ids).to(self.device)}
         with torch.inference_mode():
