@@ -106,6 +106,16 @@ class RemoteTextEmbedder(TextEmbedder):
                                                        f"the probe had {self.dim}")
         return vectors
 
+    def count_tokens(self, texts: Sequence[str], *, embedded: bool = True) -> int:
+        """0: the served model's tokenizer is not here; the server's own count of what it read is
+        in :attr:`usage` (the stage count ``embed_prompt_tokens``)."""
+        return 0
+
+    def embed_late(self, items: Sequence[Any], *, overlap_tokens: int = 0) -> tuple[list[np.ndarray], int]:
+        """Refused: late pooling needs the model's token states, and a server answers sentence vectors."""
+        raise KbRayError("index.vector_layout=late needs a local embedding model (its token states); "
+                         "embedding.runtime=remote returns sentence vectors only: use another vector layout")
+
     def _post(self, texts: list[str]) -> np.ndarray:
         body: dict[str, Any] = {"model": self.model_id, "input": texts}
         if self.settings.dimensions is not None:

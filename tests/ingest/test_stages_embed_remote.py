@@ -8,6 +8,8 @@ import shutil
 import pytest
 
 from kb_ray.embedding.remote import RemoteEmbeddingError
+from kb_ray.errors import KbRayError
+from kb_ray.index.vector_layout import VectorLayout
 from kb_ray.ingest.stages.embed_write import EmbedWriteStage
 from kb_ray.ingest.stages.fetch import FetchStage
 from kb_ray.ingest.stages.parse import ParseStage
@@ -59,3 +61,16 @@ def test_a_failing_server_fails_the_micro_batch_with_its_reason(server, tmp_path
     with pytest.raises(RemoteEmbeddingError, match=r"\(http_5xx\): HTTP 502 after 2 attempt") as caught:
         stage.run(table)
     assert caught.value.reason == "http_5xx" and catalog.read("embeddings").num_rows == 0
+
+
+def test_the_late_layout_is_refused_with_a_remote_embedder(server, tmp_path):
+    """A served model answers sentence vectors, not token states: the late layout says so at the
+    first chunk that needs pooling; the texts it embeds count no local tokens (the server's own
+    count is in embed_prompt_tokens)."""
+    config, _ = stage_config(tmp_path, "embedding.runtime=remote", f"embedding.endpoint={server.base_url}",
+                             f"embedding.model_id={MODEL}", "parse.isolate=false",
+                             f"embedding.cache_dir={tmp_path / 'cache'}")
+    stage = EmbedWriteStage(**storage(config), embedding=config.embedding, vector_layout=VectorLayout("late", 120))
+    assert stage.embedder.count_tokens(["a text"]) == 0
+    with pytest.raises(KbRayError, match="late needs a local embedding model"):
+        stage.run(parsed(config, tmp_path, "manual.pdf"))
