@@ -282,12 +282,13 @@ class IndexSettings(_Settings):
     # 512 beat chunk vectors alone on realdocs dev and test and golden (benchmarks/results/eval.md "Passage vectors")
     passage_chars: int = Field(512, ge=0)
     vector_layout: Literal["chunk_and_passages", "passages", "late"] = Field(
-        "chunk_and_passages", description="the dense vectors of a chunk that has passages (index.passage_chars; "
-        "kb_ray/index/vector_layout.py, docs/indexes.md 'Passage vectors'): chunk_and_passages = its text's vector "
-        "and each passage's, each embedded on its own; passages = the passages' alone (each token embedded about "
-        "once); late = the chunk's vector and its passages' pooled from one forward pass over the chunk's tokens. "
-        "A chunk of one window has its text's vector in every layout. Read by the ingest, the index build, delta "
-        "segments and kb-ray reembed; a generation's spec records it")
+        "passages", description="the dense vectors of a chunk that has passages (index.passage_chars; "
+        "kb_ray/index/vector_layout.py, docs/indexes.md 'Vector layouts'): passages (default) = each passage's, "
+        "embedded on its own (each token embedded about once); chunk_and_passages (the layout before #38) = also "
+        "the chunk text's vector, 1.5x the tokens for no gain on realdocs or golden; late (experimental, lost on "
+        "realdocs test and golden) = the chunk's vector and its passages' pooled from one forward pass over the "
+        "chunk's tokens. A chunk of one window has its text's vector in every layout. Read by the ingest, the "
+        "index build, delta segments and kb-ray reembed; a generation's spec records it")
     late_overlap_tokens: int = Field(0, ge=0, description="vector_layout late: tokens shared by neighbouring "
                                      "windows of a chunk longer than the model's input (at most half a window)")
     # bm25: kb-ray's channel BM25 with generation-wide statistics (kb_ray/index/channels.py);

@@ -4,13 +4,14 @@ A chunk longer than ``index.passage_chars`` characters has passages (kb_ray/inde
 a chunk of one window has one vector, its embedded text's, in every layout. Where a chunk
 has passages, the layout decides its vectors:
 
-* ``chunk_and_passages`` (the default): the chunk's embedded text (heading path + text,
-  cut by the model at its input length) and each passage's, heading path included, each
-  embedded on its own. Keys: the sha of each embedded text.
-* ``passages``: the passages alone, embedded as above; no chunk-text vector. Each token is
-  embedded about once (plus the heading path per passage). Same keys, so a catalog
-  ingested under ``chunk_and_passages`` holds every vector this layout needs.
-* ``late``: one forward pass over the chunk's embedded text in windows of the model's input
+* ``passages`` (the default since #38): the passages alone, heading path included, each
+  embedded on its own; no chunk-text vector. Each token is embedded about once (plus the
+  heading path per passage). Keys: the sha of each embedded text.
+* ``chunk_and_passages`` (the layout of every ingest before #38): also the chunk's embedded
+  text (heading path + text, cut by the model at its input length). Same keys, so a catalog
+  ingested under it holds every vector ``passages`` needs.
+* ``late`` (experimental: it lost on the realdocs test split and golden, docs/indexes.md):
+  one forward pass over the chunk's embedded text in windows of the model's input
   (``index.late_overlap_tokens`` shared by neighbours), the chunk's vector and each passage's
   pooled from its token states (kb_ray/embedding/late.py; the heading path is encoded once
   per window and pooled into every vector, as a passage embedded on its own reads it). Such
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
     from kb_ray.config import IndexSettings
 
 LAYOUTS = ("chunk_and_passages", "passages", "late")
-DEFAULT_LAYOUT = "chunk_and_passages"
+DEFAULT_LAYOUT = "passages"  # index.vector_layout's default (chosen in #38, benchmarks/results/eval.md)
+# what every ingest before layouts wrote, and what a generation spec without a ``layout`` entry means
+LEGACY_LAYOUT = "chunk_and_passages"
 LATE_VERSION = "1"  # the pooling of kb_ray/embedding/late.py: a change of it is a new version
 
 
@@ -81,12 +84,12 @@ class VectorLayout:
     def from_spec(cls, spec: dict) -> VectorLayout:
         """The layout a generation was built with (its spec's ``passages`` entry; none: no passages)."""
         passages = spec.get("passages") or {}
-        return cls(passages.get("layout", DEFAULT_LAYOUT), int(passages.get("max_chars", 0)),
+        return cls(passages.get("layout", LEGACY_LAYOUT), int(passages.get("max_chars", 0)),
                    int((passages.get("late") or {}).get("overlap_tokens", 0)))
 
     def spec(self) -> dict | None:
         """The generation spec's ``passages`` entry (kb_ray/index/build.py ``index_spec``); the
-        default layout's is the one generations had before layouts, so their ids stay."""
+        legacy layout's is the one generations had before layouts, so their ids stay."""
         if not self.max_chars:
             return None
         spec = {"max_chars": self.max_chars, "windows": "sentences, no overlap; a longer sentence cut at whitespace",
@@ -132,8 +135,8 @@ class VectorLayout:
         return ChunkVectors(sha, keys, late=late, passages=len(keys) - 1)
 
     def plain(self) -> VectorLayout:
-        """The default layout with the same passages: the vectors every earlier ingest wrote."""
-        return replace(self, kind=DEFAULT_LAYOUT)
+        """The legacy layout with the same passages: the vectors every earlier ingest wrote."""
+        return replace(self, kind=LEGACY_LAYOUT)
 
     def check_embedder(self, embedder: Any) -> None:
         if self.kind == "late" and self.max_chars and not hasattr(embedder, "embed_late"):

@@ -51,7 +51,7 @@ def index_vectors(connection: duckdb.DuckDBPyConnection, hydration: pa.Table, ch
         found.update(vectors_by_key(connection, _other_keys(fallback.values()) - found.keys(), embedder_fp))
         for row, plan in fallback.items():
             chosen[row] = [plan.chunk_key] if held[row] else [key for key in plan.keys if key in found]
-        _check_every_row_has_a_vector(chosen, incomplete, embedder_fp)
+        _check_every_row_has_a_vector(chosen, incomplete, embedder_fp, layout)
         logger.warning("%d chunks lack their vectors under index.vector_layout %s, index.passage_chars %d (ingested "
                        "under another layout): they are scored by the vectors earlier ingests wrote until "
                        "`kb-ray reembed --embedder '{}'` embeds theirs", len(incomplete), layout.kind, layout.max_chars)
@@ -88,12 +88,14 @@ def _other_keys(plans) -> set[str]:
     return {key for plan in plans for key in plan.keys if key != plan.chunk_key}
 
 
-def _check_every_row_has_a_vector(chosen: list[list[str] | None], incomplete: list[int], embedder_fp: str) -> None:
+def _check_every_row_has_a_vector(chosen: list[list[str] | None], incomplete: list[int], embedder_fp: str,
+                                  layout: VectorLayout) -> None:
     empty = [row for row in incomplete if not chosen[row]]
     if empty:
-        raise CatalogError(f"{len(empty)} active chunks have no embedding from {embedder_fp}: finish or rerun the "
-                           "ingest (it embeds missing chunks), or run `kb-ray reembed --embedder '{}'`, before "
-                           "building an index")
+        raise CatalogError(f"{len(empty)} active chunks have no embedding from {embedder_fp} under index.vector_layout "
+                           f"{layout.kind}, index.passage_chars {layout.max_chars} (an ingest with other settings "
+                           "wrote other vectors): finish or rerun the ingest (it embeds missing chunks), or run "
+                           "`kb-ray reembed --embedder '{}'` with these settings, before building an index")
 
 
 def chunks_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp: str,

@@ -68,8 +68,10 @@ def test_an_upload_keeps_the_tree_and_graph_of_the_live_generation(tmp_path):
     assert read_current(str(kb)) == base.generation_id and latest_segment(str(kb), base.generation_id) == 1
     searcher = HybridSearcher.open(service)
     assert searcher.search(QUERY, mode="tree", k=3).hits  # the base's tree; the upload has no sections yet
-    graph = searcher.search(QUERY, mode="graph", k=3)  # graph mode finds a segment's rows by dense + lexical
-    assert graph.hits and graph.hits[0]["uri"] == "upload://default/zephyrine.md"
+    # graph mode finds a segment's rows by dense + lexical (their concepts join the graph at compaction,
+    # so a base chunk the graph leg favours may still rank first)
+    graph = searcher.search(QUERY, mode="graph", k=3)
+    assert "upload://default/zephyrine.md" in [hit["uri"] for hit in graph.hits], graph.hits
 
     compacted = compact_index(service)
     manifest = load_manifest(str(kb), compacted.generation)

@@ -142,21 +142,42 @@ def test_golden_dense_scores_are_each_chunks_best_vector(golden_kb, text_embedde
 
 
 def test_rows_without_their_passage_vectors_keep_the_chunk_vector_until_reembed_fills_them(golden_kb, tmp_path):
-    # the golden catalog was ingested with 512-character passages: 300-character ones are not embedded
+    # the golden catalog was ingested with 512-character passages: 300-character ones are not embedded;
+    # under chunk_and_passages (the layout of earlier ingests) a row keeps its chunk-text vector meanwhile
     root = copy_kb(golden_kb, tmp_path / "kb")
-    config = golden_config(root, "index.passage_chars=300")
+    legacy = embed_missing(DeltaCatalog.open(root, create=False), embedding=golden_config(root).embedding,
+                           layout=VectorLayout("chunk_and_passages", 512))
+    assert legacy.embedded > 0  # the default layout (passages) had not embedded the long chunks' own texts
+    config = golden_config(root, "index.passage_chars=300", "index.vector_layout=chunk_and_passages")
     manifest = build_index(config)
     assert manifest.stats["passages"] == 0 and manifest.stats["passages_missing_rows"] > 0
     assert not any(shard.dense_owners for shard in manifest.shards)
     assert HybridSearcher.open(config).search("pump seal kit", k=3, mode="dense").hits  # served, chunk vectors only
 
     report = embed_missing(DeltaCatalog.open(root, create=False), embedding=config.embedding,
-                           layout=VectorLayout(max_chars=300))
+                           layout=VectorLayout("chunk_and_passages", 300))
     assert report.passages > 0 and report.embedded == report.passages  # the chunk texts had their vectors
     rebuilt = build_index(config)
     assert rebuilt.stats["passages_missing_rows"] == 0 and rebuilt.stats["passages"] >= report.passages
     assert embed_missing(DeltaCatalog.open(root, create=False), embedding=config.embedding,
-                         layout=VectorLayout(max_chars=300)).embedded == 0
+                         layout=VectorLayout("chunk_and_passages", 300)).embedded == 0
+
+
+def test_under_the_default_layout_other_passages_are_refused_until_reembed_embeds_them(golden_kb, tmp_path):
+    """index.vector_layout passages (the default): a long chunk's vectors are its passages' alone, so
+    a build with another passage size has no vector for it and says so (the fix named), instead of
+    indexing the chunk without one; kb-ray reembed with the new settings fills them."""
+    from kb_ray.errors import CatalogError
+
+    root = copy_kb(golden_kb, tmp_path / "kb")
+    config = golden_config(root, "index.passage_chars=300")
+    with pytest.raises(CatalogError, match=r"index.vector_layout passages, index.passage_chars 300.*kb-ray reembed"):
+        build_index(config)
+    report = embed_missing(DeltaCatalog.open(root, create=False), embedding=config.embedding,
+                           layout=VectorLayout.from_settings(config.index))
+    assert report.passages > 0
+    rebuilt = build_index(config)  # a chunk's first passage vector is its row's own, the others count as passages
+    assert rebuilt.stats["passages_missing_rows"] == 0 and 0 < rebuilt.stats["passages"] < report.passages
 
 
 def test_purge_keeps_the_passage_vectors_of_live_chunks_and_verify_counts_them_referenced(golden_kb, tmp_path):
