@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-cluster test-all golden clean browser-deps office-deps
+.PHONY: install demo test test-cluster test-all test-durations test-costs golden clean browser-deps office-deps
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,16 @@ test: $(STAMP)
 # S3 on a local moto server and a 2-node Ray cluster (`cluster` marker), and `slow` tests: CI runs these after `test`.
 test-cluster: $(STAMP)
 	$(PY) -m pytest -q -m "(cluster or slow) and not gpu and not benchmark"
+
+# The 30 slowest tests (setup, call and teardown each) of `make test`; TIER=cluster for those of `make test-cluster`.
+test-durations: $(STAMP)
+	$(PY) -m pytest -q --durations=30 $(if $(filter cluster,$(TIER)),-m "(cluster or slow) and not gpu and not benchmark")
+
+# Seconds per test file and the expensive things each started (Ray, Serve, ingests, models, Postgres,
+# Chromium): tests/cost_plugin.py writes the table to COSTS (default .kb/test_costs.md); TIER=cluster as above.
+COSTS ?= .kb/test_costs.md
+test-costs: $(STAMP)
+	KB_RAY_TEST_COSTS=$(COSTS) $(PY) -m pytest -q -p tests.cost_plugin $(if $(filter cluster,$(TIER)),-m "(cluster or slow) and not gpu and not benchmark")
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "not gpu"

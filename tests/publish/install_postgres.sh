@@ -13,8 +13,14 @@ if [ "$(id -u)" != 0 ]; then
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
+installed=$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1)
+if [ -n "$installed" ] && [ -x "/usr/lib/postgresql/$installed/bin/postgres" ] \
+        && [ -f "/usr/share/postgresql/$installed/extension/vector.control" ] && [ -z "${KB_RAY_PGVECTOR_FROM_SOURCE:-}" ]; then
+    echo "Postgres $installed with pgvector: already installed (no apt-get update)"
+    exit 0
+fi
 apt-get update -qq
-apt-get install -y -qq postgresql >/dev/null
+apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 major=$(ls /usr/lib/postgresql | sort -n | tail -1)
 if [ -f "/usr/share/postgresql/$major/extension/vector.control" ] && [ -z "${KB_RAY_PGVECTOR_FROM_SOURCE:-}" ]; then
     echo "Postgres $major with pgvector: already installed"

@@ -179,8 +179,10 @@ def _leak_check(service, queries: int, seed: int) -> None:
         assert len(hits) == expected, (tenant, body)
 
 
-def test_tenant_leak_conformance_1000_random_queries(service):
-    _leak_check(service, queries=1000, seed=2)
+def test_tenant_leak_conformance_random_queries(service):
+    """250 random searches (tenant x collection filter x document filter x k); tests/serving/
+    test_tenant_isolation.py walks every route and mode besides (#41: was 1000)."""
+    _leak_check(service, queries=250, seed=2)
 
 
 def _get(path: str, key: str, **params) -> httpx.Response:
@@ -205,7 +207,7 @@ def test_tenant_leak_conformance_documents_chunks_and_answers(service):
     404 (200 when visible); answers cite only the tenant's documents."""
     rng, truth = random.Random(7), service["truth"]
     documents, chunks = sorted(truth["collection_of"]), sorted(truth["chunk_collection"])
-    for _ in range(150):
+    for _ in range(50):  # #41: was 150
         tenant = rng.choice(list(TENANTS))
         key, own = service["keys"][tenant], set(TENANTS[tenant])
         asked = rng.sample(COLLECTIONS, rng.randint(1, len(COLLECTIONS))) if rng.random() < 0.7 else None
@@ -219,7 +221,7 @@ def test_tenant_leak_conformance_documents_chunks_and_answers(service):
         expected = 200 if truth["chunk_collection"][chunk] in own else 404
         assert _get(f"/v1/chunks/{chunk}", key).status_code == expected, (tenant, chunk)
     answered = 0
-    for _ in range(20):
+    for _ in range(8):  # #41: was 20
         tenant = rng.choice(list(TENANTS))
         answer = post("/v1/answer", {"query": " ".join(rng.sample(WORDS, 2)) + "?"}, key=service["keys"][tenant])
         assert answer.status_code == 200, answer.text
