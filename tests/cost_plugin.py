@@ -1,6 +1,7 @@
 """Where the suite's time goes, by expensive fixture (#41): a pytest plugin, on only where asked.
 
-``KB_RAY_TEST_COSTS=PATH pytest -p tests.cost_plugin ...`` (``make test-costs``) counts, per test file, the seconds
+``KB_RAY_TEST_COSTS=PATH pytest -p tests.cost_plugin ...`` (``make test-costs``; PATH an existing
+directory: one file per session in it) counts, per test file, the seconds
 its tests took (setup + call + teardown) and how often they started the things that cost: a
 local Ray instance, a Ray Serve application, an in-process ingest (of golden/sources or of
 another corpus), a ``kb-ray``/``jobs`` ingest in a subprocess, a text-embedding model, a Postgres
@@ -132,6 +133,8 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if _COUNTER is None:
         return
     path = Path(os.environ["KB_RAY_TEST_COSTS"])
+    if path.is_dir():  # one file per pytest session (CI's two runs): named by the time it ended
+        path = path / time.strftime("test_costs_%Y%m%dT%H%M%S.md", time.gmtime())
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     path.write_text(f"<!-- written by tests/cost_plugin.py at {stamp} -->\n" + _COUNTER.table())
