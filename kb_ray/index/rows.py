@@ -90,19 +90,6 @@ def resolve_embedder_fp(connection: duckdb.DuckDBPyConnection, embedder_fp: str 
     return next(iter(present), "")
 
 
-def texts_missing_vectors(connection: duckdb.DuckDBPyConnection, embedder_fp: str) -> tuple[pa.Table, int]:
-    """The embedded texts of active chunks that have no vector from ``embedder_fp`` — one row per
-    distinct ``embed_text_sha`` with a chunk's ``text`` and ``heading_path`` — and how many
-    distinct texts the active chunks have in all."""
-    missing = connection.sql(f"""
-        SELECT a.embed_text_sha, any_value(a.text) AS text, any_value(a.heading_path) AS heading_path
-        FROM ({ACTIVE_CHUNKS}) a
-        WHERE a.embed_text_sha NOT IN (SELECT embed_text_sha FROM embeddings WHERE embedder_fp = ?)
-        GROUP BY a.embed_text_sha ORDER BY a.embed_text_sha""", params=[embedder_fp]).to_arrow_table()
-    total = connection.execute(f"SELECT count(DISTINCT embed_text_sha) FROM ({ACTIVE_CHUNKS})").fetchall()[0][0]
-    return missing, int(total)
-
-
 DOCUMENT_STATE = ("document_id", "version_id", "title", "uri", "collection", "tags", "mime", "created_at",
                   "metadata_json", "acl")
 """The hydration columns that are the same on every row of a document: a document whose

@@ -10,10 +10,13 @@ import shutil
 import pytest
 
 from kb_ray.catalog.purge import purge
+from kb_ray.config import IndexSettings
 from kb_ray.embedding.fingerprint import embedder_fingerprint
 from kb_ray.errors import CatalogError, KbRayError
 from kb_ray.index import build_index, load_manifest, read_current, switch_generation
-from kb_ray.index.rows import INDEXED_TABLES, open_session, texts_missing_vectors
+from kb_ray.index.rows import INDEXED_TABLES, open_session
+from kb_ray.index.vector_layout import VectorLayout
+from kb_ray.index.vector_lookup import chunks_missing_vectors
 from kb_ray.ingest.reembed import check_generation_embedder, embed_missing, reembed
 from kb_ray.ingest.run import run_ingest
 from kb_ray.search import HybridSearcher
@@ -32,13 +35,15 @@ def tiny_model(tmp_path_factory):
 
 
 def _missing(kb_root, fingerprint: str) -> tuple[int, int]:
+    """(vectors the active chunks lack under ``fingerprint``, vectors they have in all) in the
+    default vector layout (index.vector_layout: a long chunk's vectors are its passages')."""
     cat = catalog(kb_root)
     connection = open_session(cat, {name: cat.table_versions()[name] for name in INDEXED_TABLES})
     try:
-        missing, total = texts_missing_vectors(connection, fingerprint)
+        _, held, total = chunks_missing_vectors(connection, fingerprint, VectorLayout.from_settings(IndexSettings()))
     finally:
         connection.close()
-    return missing.num_rows, total
+    return total - len(held), total
 
 
 def _ingested(tmp_path):
@@ -98,11 +103,12 @@ def test_reembed_resumes_after_an_interruption_and_leaves_the_live_generation(tm
         raise KeyboardInterrupt  # after the first committed batch
 
     with pytest.raises(KeyboardInterrupt):
-        embed_missing(catalog(tmp_path / "kb"), embedding=tiny, batch_texts=1, on_progress=interrupt)
+        embed_missing(catalog(tmp_path / "kb"), embedding=tiny, batch_texts=1, on_progress=interrupt,
+                      layout=VectorLayout.from_settings(config.index))  # the vectors reembed computes
     assert _missing(tmp_path / "kb", new_fp)[0] == total - 1
 
     report = reembed(config, embedding=tiny, batch_texts=1)
-    assert (report.cached, report.embedded - report.passages, report.texts - report.passages) == (1, total - 1, total)
+    assert (report.cached, report.embedded, report.texts) == (1, total - 1, total)
     assert report.live_generation == live == read_current(str(tmp_path / "kb"))
     assert load_manifest(str(tmp_path / "kb"), report.generation).embedder_fp == new_fp
     again = reembed(config, embedding=tiny)
