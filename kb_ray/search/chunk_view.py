@@ -3,7 +3,9 @@
 Text, heading path and kind come from ``chunks``; spans, pages, regions and the elements it
 was cut from from ``version_chunks`` of its *placement*: the document's active version when
 the chunk is in it, else the newest version that holds it (``versions`` lists them all).
-``embeddings`` lists the embedder fingerprints that hold a vector for its text, and
+``embeddings`` lists the embedder fingerprints that hold its vectors under the generation's
+vector layout (its text's, or its passages' where the layout embeds those instead;
+kb_ray/index/vector_layout.py), with how many of them each holds, and
 ``lineage`` is the dict a search hit carries (kb_ray/search/hits.py ``lineage``), for the
 generation passed in (the live one in the service). docs/documents_api.md.
 """
@@ -35,7 +37,10 @@ _ELEMENTS_SQL = """
 SELECT element_id, kind, layer, level, span_start, span_end, text, regions FROM elements
 WHERE version_id = $version_id AND list_contains($element_ids, element_id) ORDER BY ordinal
 """
-_EMBEDDINGS_SQL = "SELECT embedder_fp, dim FROM embeddings WHERE embed_text_sha = $sha ORDER BY embedder_fp"
+_EMBEDDINGS_SQL = """
+SELECT embedder_fp, any_value(dim) AS dim, count(DISTINCT embed_text_sha) AS vectors FROM embeddings
+WHERE list_contains($keys, embed_text_sha) GROUP BY embedder_fp ORDER BY embedder_fp
+"""
 
 
 def chunk_view(catalog: DeltaCatalog, chunk_id: str, *, manifest: GenerationManifest | None) -> dict[str, Any] | None:
@@ -52,11 +57,22 @@ def chunk_view(catalog: DeltaCatalog, chunk_id: str, *, manifest: GenerationMani
         element_ids = list(placement.get("element_ids") or [])
         elements = _rows(connection, _ELEMENTS_SQL, {"version_id": placement["version_id"],
                                                      "element_ids": element_ids}) if element_ids else []
-        embeddings = _rows(connection, _EMBEDDINGS_SQL, {"sha": chunk["embed_text_sha"]}) \
-            if chunk["embed_text_sha"] else []
+        keys = _vector_keys(chunk, manifest)
+        embeddings = _rows(connection, _EMBEDDINGS_SQL, {"keys": keys}) if keys else []
     finally:
         connection.close()
     return _view(chunk, placement, [p["version_id"] for p in placements], elements, embeddings, manifest)
+
+
+def _vector_keys(chunk: dict[str, Any], manifest: GenerationManifest | None) -> list[str]:
+    """The ``embeddings`` keys of the chunk's vectors: its text's and those of the vector layout of
+    ``manifest``'s generation (the configured default before a build)."""
+    from kb_ray.config import IndexSettings
+    from kb_ray.index.vector_layout import VectorLayout
+
+    layout = VectorLayout.from_spec(manifest.spec) if manifest else VectorLayout.from_settings(IndexSettings())
+    keys = layout.chunk(chunk["text"], chunk["heading_path"]).keys
+    return sorted({*keys, *([chunk["embed_text_sha"]] if chunk["embed_text_sha"] else [])})
 
 
 def live_manifest(kb_root: str, *, storage_options: dict[str, str] | None = None) -> GenerationManifest | None:

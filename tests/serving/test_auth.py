@@ -47,8 +47,11 @@ def service(ray_session, tmp_path_factory):
     kb_root, rng = root / "kb", random.Random(16)
     for collection in COLLECTIONS:
         _write_collection(root / "sources" / collection, collection, rng)
+        # five small files: the inline ingest (tests/ingest/test_inline.py shows it writes what the Ray
+        # pipeline writes) instead of starting Ray Data's actor pools four times (#41: 200 s of setup)
         report = run_ingest(golden_config(kb_root, f"ingest.sources=[{root / 'sources' / collection}]",
-                                          f"ingest.collection={collection}", "embedding.num_threads=1"))
+                                          f"ingest.collection={collection}", "embedding.num_threads=1",
+                                          "ingest.inline_max_docs=10"))
         assert report.status == "succeeded", report.to_dict()
     config = golden_config(kb_root, "embedding.num_threads=1", "search.evidence=lexical")
     build_index(config)
