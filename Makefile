@@ -22,18 +22,19 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 # S3 on a local moto server and a 2-node Ray cluster (`cluster` marker), and `slow` tests: CI runs these after `test`.
+CLUSTER_TIER := -m "(cluster or slow) and not gpu and not benchmark"
 test-cluster: $(STAMP)
-	$(PY) -m pytest -q -m "(cluster or slow) and not gpu and not benchmark"
+	$(PY) -m pytest -q $(CLUSTER_TIER)
 
 # The 30 slowest tests (setup, call and teardown each) of `make test`; TIER=cluster for those of `make test-cluster`.
 test-durations: $(STAMP)
-	$(PY) -m pytest -q --durations=30 $(if $(filter cluster,$(TIER)),-m "(cluster or slow) and not gpu and not benchmark")
+	$(PY) -m pytest -q --durations=30 $(if $(filter cluster,$(TIER)),$(CLUSTER_TIER))
 
 # Seconds per test file and the expensive things each started (Ray, Serve, ingests, models, Postgres,
 # Chromium): tests/cost_plugin.py writes the table to COSTS (default .kb/test_costs.md); TIER=cluster as above.
 COSTS ?= .kb/test_costs.md
 test-costs: $(STAMP)
-	KB_RAY_TEST_COSTS=$(COSTS) $(PY) -m pytest -q -p tests.cost_plugin $(if $(filter cluster,$(TIER)),-m "(cluster or slow) and not gpu and not benchmark")
+	KB_RAY_TEST_COSTS=$(COSTS) $(PY) -m pytest -q -p tests.cost_plugin $(if $(filter cluster,$(TIER)),$(CLUSTER_TIER))
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "not gpu"

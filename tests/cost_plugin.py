@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import GOLDEN_SOURCES
+
 COUNTS = ("ray_start", "serve_start", "ingest_golden", "ingest_other", "ingest_subprocess", "model_load",
           "postgres_start", "chromium_start")
-GOLDEN_SOURCES = str(Path(__file__).resolve().parents[1] / "golden" / "sources")
 
 
 class CostCounter:
@@ -97,7 +98,7 @@ def _row(name: str, values: dict[str, float]) -> str:
 
 def _ingest_kind(config, *args, **kwargs) -> str:
     sources = [str(source) for source in getattr(config.ingest, "sources", []) or []]
-    return "ingest_golden" if sources and all(s.rstrip("/") == GOLDEN_SOURCES for s in sources) else "ingest_other"
+    return "ingest_golden" if sources and all(s.rstrip("/") == str(GOLDEN_SOURCES) for s in sources) else "ingest_other"
 
 
 def _subprocess_kind(self, args, *rest, **kwargs) -> str | None:

@@ -31,10 +31,10 @@ def test_golden_ingest_then_unchanged_reingest(tmp_path):
     assert len(per_batch) == first.commits <= first.micro_batches  # group commit: the batches that had arrived
     assert max(per_batch.values()) <= 5 * config.ingest.commit_group_max_batches
     stages = first.stages  # the stage statistics came through the side channel, not the data
-    passages = _distinct_passages(tmp_path / "kb")  # golden's long chunks have passage vectors
+    passages, layout_keys = _distinct_vectors(tmp_path / "kb")  # golden's long chunks have passage vectors
     assert passages > 0 and stages["embed_write"]["counts"]["passage_texts"] >= passages
     # the default layout (index.vector_layout passages): a chunk with passages is embedded as its passages alone
-    assert first.embeddings["computed"] == _distinct_layout_keys(tmp_path / "kb") > golden_files
+    assert first.embeddings["computed"] == layout_keys > golden_files
     assert first.embeddings["computed"] < first.chunks["new"] + passages  # no chunk text embedded beside its passages
     assert stages["fetch"]["rows_in"] == stages["parse"]["rows_out"] == golden_files
     assert stages["fetch"]["counts"]["bytes_read"] == sum(p.stat().st_size for p in GOLDEN_SOURCES.iterdir())
@@ -179,22 +179,17 @@ def _ready(name: str) -> str:
     return load_ready_query(name).rstrip().rstrip(";")
 
 
-def _distinct_passages(kb_root) -> int:
-    """Passage texts of the catalog's chunks (kb_ray/index/passages.py), recomputed from the chunk rows."""
+def _distinct_vectors(kb_root) -> tuple[int, int]:
+    """Recomputed from the catalog's chunk rows: their distinct passage texts (kb_ray/index/passages.py)
+    and the distinct vectors the default vector layout gives them (kb_ray/index/vector_layout.py)."""
     from kb_ray import ids
     from kb_ray.config import IndexSettings
     from kb_ray.index.passages import passage_texts
-
-    chunks = catalog(kb_root).read("chunks", columns=["text", "heading_path"]).to_pylist()
-    return len({ids.sha256_text(t) for row in chunks
-                for t in passage_texts(row["text"], row["heading_path"], max_chars=IndexSettings().passage_chars)})
-
-
-def _distinct_layout_keys(kb_root) -> int:
-    """The distinct vectors the default vector layout gives the catalog's chunks (kb_ray/index/vector_layout.py)."""
-    from kb_ray.config import IndexSettings
     from kb_ray.index.vector_layout import VectorLayout
 
-    layout = VectorLayout.from_settings(IndexSettings())
+    settings = IndexSettings()
+    layout = VectorLayout.from_settings(settings)
     chunks = catalog(kb_root).read("chunks", columns=["text", "heading_path"]).to_pylist()
-    return len({key for row in chunks for key in layout.chunk(row["text"], row["heading_path"]).keys})
+    passages = {ids.sha256_text(t) for row in chunks
+                for t in passage_texts(row["text"], row["heading_path"], max_chars=settings.passage_chars)}
+    return len(passages), len({key for row in chunks for key in layout.chunk(row["text"], row["heading_path"]).keys})
