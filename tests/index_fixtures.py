@@ -25,6 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 SYNTHETIC_FP = "fp_synthetic_embedder"
 _GOLDEN: dict[str, str] = {}
+GOLDEN_FILES = len(list((REPO / "golden" / "sources").iterdir()))
 
 # (query, golden file, a quote that the relevant chunk contains)
 GOLDEN_QUERIES = [
@@ -64,7 +65,10 @@ def ingest_golden_once(base: Path) -> str:
         from kb_ray.ingest.run import run_ingest
 
         root = base / "golden_kb"
-        report = run_ingest(golden_config(root))  # on the session's Ray instance (tests/conftest.py)
+        # in the driver (kb_ray/ingest/inline.py), as `kb-ray watch` and uploads ingest a few files: the
+        # same stage classes and catalog as the Ray pipeline (tests/ingest/test_inline.py), without
+        # starting Ray Data's actor pools; tests/ingest/test_ingest.py ingests golden through Ray
+        report = run_ingest(golden_config(root, f"ingest.inline_max_docs={GOLDEN_FILES}"))
         assert report.status == "succeeded", report.to_dict()
         _GOLDEN["root"] = str(root)
     return _GOLDEN["root"]
@@ -77,7 +81,7 @@ def copy_kb(kb_root: str, destination: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def golden_kb(tmp_path_factory, ray_session) -> str:
+def golden_kb(tmp_path_factory) -> str:
     """kb_root of the golden catalog; treat it as read-only (use copy_kb to change it)."""
     return ingest_golden_once(tmp_path_factory.getbasetemp())
 

@@ -51,7 +51,7 @@ def test_a_batched_log_commits_waiting_answers_in_one_append_and_knows_them_befo
 
 
 @pytest.fixture(scope="module")
-def service(golden_kb, tmp_path_factory):
+def service(ray_session, golden_kb, tmp_path_factory):
     kb_root = copy_kb(golden_kb, tmp_path_factory.mktemp("answer_log") / "kb")
     config = golden_config(kb_root, "embedding.num_threads=1", "answer.log_flush_s=0.2")
     build_index(config)

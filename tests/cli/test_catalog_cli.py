@@ -10,9 +10,7 @@ import pytest
 from kb_ray.cli import main
 from tests.conftest import REPO_ROOT
 from tests.ingest.corpus import HOSTILE_MAX_BYTES, hostile_files, small_corpus
-from tests.ingest.helpers import catalog
-
-pytestmark = pytest.mark.usefixtures("ray_session")
+from tests.ingest.helpers import INLINE, catalog
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +19,7 @@ def ingested(tmp_path_factory):
     corpus = small_corpus(root / "src")
     hostile = hostile_files(corpus / "bad")
     args = ["--config", str(REPO_ROOT / "conf" / "local.yaml"), "--set", f"kb_root={root / 'kb'}",
-            "--set", "parse.max_pages=5", "--set", f"parse.max_bytes={HOSTILE_MAX_BYTES}"]
+            "--set", "parse.max_pages=5", "--set", f"parse.max_bytes={HOSTILE_MAX_BYTES}", "--set", INLINE]
     return root, corpus, args, hostile
 
 

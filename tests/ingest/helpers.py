@@ -8,6 +8,11 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import KbConfig, load_config
 from tests.conftest import REPO_ROOT
 
+# A test that is not about the Ray pipeline ingests its few files in the driver (kb_ray/ingest/inline.py):
+# the same stage classes and the same catalog (tests/ingest/test_inline.py), without starting Ray
+# Data's actor pools (15-50 s each on 2 cores, #41). Tests of the pipeline itself leave it out.
+INLINE = "ingest.inline_max_docs=64"
+
 
 def ingest_config(kb_root: Path, sources: list[Path], *extra: str) -> KbConfig:
     overrides = [f"kb_root={kb_root}", "ingest.sources=[" + ",".join(str(s) for s in sources) + "]",

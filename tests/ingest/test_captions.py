@@ -17,7 +17,7 @@ from kb_ray.ingest.run import run_ingest
 from kb_ray.search.searcher import HybridSearcher
 from tests.conftest import GOLDEN_SOURCES
 from tests.enrich.openai_server import CAPTION_WORDS, serve_openai
-from tests.ingest.helpers import catalog, ingest_config, log_rows
+from tests.ingest.helpers import INLINE, catalog, ingest_config, log_rows
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 MODEL = "kb-ray/test-vlm"
@@ -125,7 +125,7 @@ def test_a_failed_caption_is_recorded_and_the_document_still_commits(tmp_path, f
 @pytest.mark.slow  # two Ray ingests, ~30 s; CI runs it (make test-cluster)
 def test_captions_change_the_pipeline_fingerprint(tmp_path, figure_sources):
     kb = tmp_path / "kb"
-    plain = run_ingest(ingest_config(kb, [figure_sources]))
+    plain = run_ingest(ingest_config(kb, [figure_sources], INLINE))
     with serve_openai(model=MODEL) as server:
         captioned = run_ingest(caption_config(kb, [figure_sources], server.base_url))
     assert plain.documents["new"] == 3 and captioned.documents["changed"] == 3

@@ -12,7 +12,7 @@ from kb_ray.catalog.verify import verify_catalog
 from kb_ray.ingest.run import run_ingest
 from kb_ray.parsing.docling_tiny import build_tiny_docling_artifacts
 from tests.conftest import GOLDEN_SOURCES
-from tests.ingest.helpers import catalog, ingest_config, log_rows
+from tests.ingest.helpers import INLINE, catalog, ingest_config, log_rows
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 PDFS = ("figure.pdf", "manual.pdf")
@@ -38,7 +38,7 @@ def parsers_by_file(kb) -> dict[str, str]:
 # make test-cluster (CI) runs it
 @pytest.mark.slow
 def test_unset_docling_parses_pdfs_with_pdf_text(tmp_path, sources):
-    report = run_ingest(ingest_config(tmp_path / "kb", [sources]))
+    report = run_ingest(ingest_config(tmp_path / "kb", [sources], INLINE))
     assert report.fallbacks == 0 and report.documents["new"] == 3
     assert parsers_by_file(tmp_path / "kb") == {"figure.pdf": "pdf_text", "manual.pdf": "pdf_text",
                                                 "notes.txt": "plain_text"}
@@ -94,7 +94,7 @@ def test_a_scanned_pdf_fails_without_ocr_and_is_searchable_text_with_docling_ocr
     src.mkdir()
     image = pdfium.PdfDocument(GOLDEN_SOURCES / "figure.pdf")[0].render(scale=2).to_pil().convert("RGB")
     image.save(src / "scanned.pdf", format="PDF", resolution=144)  # image only: no text layer
-    plain = run_ingest(ingest_config(tmp_path / "plain", [src]))
+    plain = run_ingest(ingest_config(tmp_path / "plain", [src], INLINE))
     assert plain.documents["failed"] == 1 and plain.failures[0]["reason"] == "no_text_layer"
     assert plain.failure_reasons == {"no_text_layer": 1}
 

@@ -22,7 +22,7 @@ from tests.ingest.faults import (
     kill_processes_titled,
     wait_until_gone,
 )
-from tests.ingest.helpers import catalog, ingest_config, state
+from tests.ingest.helpers import INLINE, catalog, ingest_config, state
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -45,7 +45,7 @@ def corpus(tmp_path_factory) -> Path:
 def clean(corpus, tmp_path_factory) -> dict:
     """What one uninterrupted ingest of the corpus leaves in the catalog."""
     kb = tmp_path_factory.mktemp("clean") / "kb"
-    run_ingest(ingest_config(kb, [corpus]))
+    run_ingest(ingest_config(kb, [corpus], INLINE))  # the inline catalog is the Ray one (tests/ingest/test_inline.py)
     return state(kb)
 
 
@@ -55,7 +55,7 @@ def assert_like_clean(kb: Path, clean: dict) -> None:
 
 
 def test_a_crash_between_two_table_commits_of_one_micro_batch_is_repaired_by_the_rerun(corpus, clean, tmp_path):
-    config = ingest_config(tmp_path / "kb", [corpus])
+    config = ingest_config(tmp_path / "kb", [corpus], INLINE)  # the driver's commits, on either executor
     with failing_writes(table="versions", from_batch=1, error=RuntimeError):  # after batch 1's version_chunks
         with pytest.raises(RuntimeError, match="injected failure writing versions"):
             run_ingest(config)
@@ -68,7 +68,7 @@ def test_a_crash_between_two_table_commits_of_one_micro_batch_is_repaired_by_the
 @pytest.mark.slow
 def test_storage_failing_writes_fails_the_run_clearly_shows_nothing_half_done_and_the_rerun_completes(
         corpus, clean, tmp_path):
-    config = ingest_config(tmp_path / "kb", [corpus])
+    config = ingest_config(tmp_path / "kb", [corpus], INLINE)  # the driver's writes, on either executor
     with failing_writes(from_batch=2) as refused:
         with pytest.raises(OSError, match="injected failure writing"):
             run_ingest(config)

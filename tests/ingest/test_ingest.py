@@ -1,4 +1,6 @@
-"""Ingest on a real local Ray instance into real Delta tables, checked with real DuckDB."""
+"""Ingest into real Delta tables, checked with real DuckDB: golden, hostile files and a crash between
+micro-batches through Ray Data on a real local Ray instance; the incremental and sync rules, which
+the driver applies whichever executor ran the stages, on the inline executor (``INLINE``)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from tests.conftest import GOLDEN_SOURCES
 from tests.fs_snapshot import snapshot, written_outside
 from tests.images import label_png
 from tests.ingest.corpus import HOSTILE_MAX_BYTES, SECTIONS, hostile_files, make_pdf, small_corpus
-from tests.ingest.helpers import catalog, ingest_config, log_rows, state
+from tests.ingest.helpers import INLINE, catalog, ingest_config, log_rows, state
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 HOSTILE_MAX_SECONDS = 60
@@ -52,7 +54,7 @@ def test_golden_ingest_then_unchanged_reingest(tmp_path):
 
 def test_editing_one_paragraph_embeds_only_the_changed_chunks(tmp_path):
     corpus = small_corpus(tmp_path / "src")
-    config = ingest_config(tmp_path / "kb", [corpus])
+    config = ingest_config(tmp_path / "kb", [corpus], INLINE)
     run_ingest(config)
     edited = list(SECTIONS)
     edited[2] = ("Motor", "The motor is rated at 3.0 kW. It trips when the winding exceeds 140 degrees Celsius.")
@@ -64,12 +66,9 @@ def test_editing_one_paragraph_embeds_only_the_changed_chunks(tmp_path):
     assert verify_catalog(catalog(tmp_path / "kb")).ok()
 
 
-# a Ray ingest pair, ~30 s; same text in new bytes keeping its chunk ids is tested without Ray in
-# tests/test_processing.py; make test-cluster (CI) runs it
-@pytest.mark.slow
 def test_new_bytes_with_the_same_text_make_a_version_but_no_chunks(tmp_path):
     corpus = small_corpus(tmp_path / "src")
-    config = ingest_config(tmp_path / "kb", [corpus])
+    config = ingest_config(tmp_path / "kb", [corpus], INLINE)
     run_ingest(config)
     make_pdf(corpus / "pump.pdf", SECTIONS, author="someone else")  # new bytes, same text
     report = run_ingest(config)
@@ -82,7 +81,7 @@ def test_new_bytes_with_the_same_text_make_a_version_but_no_chunks(tmp_path):
 
 def test_full_sync_tombstones_vanished_sources_and_purge_leaves_no_residue(tmp_path):
     corpus = small_corpus(tmp_path / "src")
-    config = ingest_config(tmp_path / "kb", [corpus], "ingest.sync=full")
+    config = ingest_config(tmp_path / "kb", [corpus], "ingest.sync=full", INLINE)
     run_ingest(config)
     (corpus / "notes.txt").unlink()
     report = run_ingest(config)
@@ -97,12 +96,9 @@ def test_full_sync_tombstones_vanished_sources_and_purge_leaves_no_residue(tmp_p
     assert after.ok(strict=True), after.render()
 
 
-# two Ray ingests, ~18 s; the full-sync test above keeps the sync path in the default run;
-# make test-cluster (CI) runs it
-@pytest.mark.slow
 def test_incremental_sync_keeps_vanished_documents(tmp_path):
     corpus = small_corpus(tmp_path / "src")
-    config = ingest_config(tmp_path / "kb", [corpus])
+    config = ingest_config(tmp_path / "kb", [corpus], INLINE)
     run_ingest(config)
     (corpus / "notes.txt").unlink()
     assert run_ingest(config).documents["deleted"] == 0

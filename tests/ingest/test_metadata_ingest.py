@@ -17,9 +17,8 @@ from kb_ray.index.build import build_index
 from kb_ray.ingest.run import run_ingest
 from kb_ray.search import HybridSearcher
 from tests.conftest import REPO_ROOT
-from tests.ingest.helpers import catalog, log_rows
+from tests.ingest.helpers import INLINE, catalog, log_rows
 
-pytestmark = pytest.mark.usefixtures("ray_session")
 FILES = {
     "alpha.md": "---\ntags: [frontmatter]\nmetadata: {team: docs, year: 2024}\n---\n# Alpha\n\nApples grow in the "
                 "alpha orchard near the river.\n",
@@ -36,7 +35,7 @@ def _config(root: Path, source: Path):
     source_entry = {"uri": str(source), "tags": ["src"], "acl": ["group:eng"], "metadata": {"team": "eng"}}
     return load_config(REPO_ROOT / "conf" / "local.yaml", overrides=[
         f"kb_root={root / 'kb'}", "ingest.sources=" + json.dumps([source_entry]), "ingest.micro_batch_docs=2",
-        "ray.parse.batch_size=2", "index.filterable_metadata=[team, lang]"])
+        "ray.parse.batch_size=2", "index.filterable_metadata=[team, lang]", INLINE])
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +125,6 @@ def test_a_touched_file_with_a_new_sidecar_gets_the_new_metadata(ingested):
     assert run_ingest(config).documents["metadata_updated"] == 0  # settled: not applied again
 
 
-@pytest.mark.slow  # its own Ray ingest, ~17 s; make test-cluster (CI) runs it
 def test_a_source_entry_names_its_own_collection(tmp_path):
     """Two sources, one with ``collection`` set: its documents land in that collection (and are
     filterable by it), the plain URI's in ``ingest.collection``."""
@@ -136,7 +134,7 @@ def test_a_source_entry_names_its_own_collection(tmp_path):
     (notes / "memo.txt").write_text("A memo about the impeller order.\n")
     sources = [{"uri": str(manuals), "collection": "manuals", "tags": ["manual"]}, str(notes)]
     config = load_config(REPO_ROOT / "conf" / "local.yaml", overrides=[
-        f"kb_root={tmp_path / 'kb'}", "ingest.sources=" + json.dumps(sources), "ingest.collection=notes"])
+        f"kb_root={tmp_path / 'kb'}", "ingest.sources=" + json.dumps(sources), "ingest.collection=notes", INLINE])
     assert run_ingest(config).status == "succeeded"
     rows = {Path(row["uri"]).name: row for row in catalog(Path(config.kb_root)).read("documents").to_pylist()}
     assert {name: (row["collection"], row["tags"]) for name, row in rows.items()} == {

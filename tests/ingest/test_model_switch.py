@@ -21,9 +21,8 @@ from kb_ray.ingest.reembed import check_generation_embedder, embed_missing, reem
 from kb_ray.ingest.run import run_ingest
 from kb_ray.search import HybridSearcher
 from tests.conftest import GOLDEN_SOURCES
-from tests.ingest.helpers import catalog, ingest_config
+from tests.ingest.helpers import INLINE, catalog, ingest_config
 
-pytestmark = pytest.mark.usefixtures("ray_session")
 FRESH = "The quokka relief valve is replaced every 900 hours of operation."
 
 
@@ -50,16 +49,16 @@ def _ingested(tmp_path):
     corpus = tmp_path / "src"
     corpus.mkdir()
     shutil.copy(GOLDEN_SOURCES / "notes.txt", corpus / "notes.txt")
-    config = ingest_config(tmp_path / "kb", [corpus])
+    config = ingest_config(tmp_path / "kb", [corpus], INLINE)
     run_ingest(config)
     return corpus, config, build_index(config).generation_id  # live, built by the packaged MiniLM
 
 
-@pytest.mark.slow  # three Ray ingests, ~38 s; make test-cluster (CI) runs it
+@pytest.mark.slow  # three ingests and a reembed, ~20 s inline; make test-cluster (CI) runs it
 def test_an_allowed_switch_in_the_ingest_embeds_unchanged_chunks_and_builds_a_generation_that_answers(
         tmp_path, tiny_model):
     corpus, config, old_generation = _ingested(tmp_path)
-    switched = ingest_config(tmp_path / "kb", [corpus], f"embedding.model_path={tiny_model}", "embedding.model_id=tiny")
+    switched = ingest_config(tmp_path / "kb", [corpus], INLINE, f"embedding.model_path={tiny_model}", "embedding.model_id=tiny")
     with pytest.raises(CatalogError, match="another embedder"):
         run_ingest(switched)
     switched.embedding.allow_model_switch = True

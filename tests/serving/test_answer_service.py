@@ -16,7 +16,7 @@ URL = f"http://127.0.0.1:{PORT}"
 
 
 @pytest.fixture(scope="module")
-def service(golden_kb, tmp_path_factory):
+def service(ray_session, golden_kb, tmp_path_factory):
     root = tmp_path_factory.mktemp("serve-answer")
     config = golden_config(copy_kb(golden_kb, root / "kb"), "embedding.num_threads=1", "index.shards=1")
     build_index(config)

@@ -17,6 +17,7 @@ from kb_ray.ingest.run import run_ingest
 from kb_ray.search import HybridSearcher
 from kb_ray.serving.app import start_service, stop_service
 from tests.index_fixtures import golden_config, text_embedder  # noqa: F401  (pytest fixture)
+from tests.ingest.helpers import INLINE
 
 pytestmark = pytest.mark.slow
 PORT = 8779
@@ -40,7 +41,7 @@ def _corpus(directory, rng: random.Random, count: int = 6) -> None:
 def _config(kb_root, sources, *overrides):
     return golden_config(kb_root, f"ingest.sources=[{sources}]", "embedding.num_threads=1", "search.evidence=lexical",
                          "index.auto_refresh=true", f"index.refresh_interval_s={REFRESH_S}",
-                         "index.compact_ratio=100", *overrides)
+                         "index.compact_ratio=100", INLINE, *overrides)
 
 
 @pytest.fixture(scope="module")

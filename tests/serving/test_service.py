@@ -28,7 +28,7 @@ PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentatio
 
 
 @pytest.fixture(scope="module")
-def service(golden_kb, tmp_path_factory):
+def service(ray_session, golden_kb, tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     kb_root = copy_kb(golden_kb, root / "kb")
     tiny = build_tiny_cross_encoder(root / "tiny-reranker")

@@ -25,6 +25,7 @@ from kb_ray.index import build_index
 from kb_ray.ingest.run import run_ingest
 from kb_ray.serving.app import start_service, stop_service
 from tests.index_fixtures import golden_config
+from tests.ingest.helpers import INLINE
 
 pytestmark = pytest.mark.slow
 PORT = 8773
@@ -46,7 +47,7 @@ def service(ray_session, tmp_path_factory):
     for number in range(3):
         (sources / f"acme-{number}.txt").write_text(f"acme note {number}: valve pressure inspection schedule.\n")
     report = run_ingest(golden_config(kb_root, f"ingest.sources=[{sources}]", "ingest.collection=acme",
-                                      "embedding.num_threads=1", "ingest.keep_raw=true"))
+                                      "embedding.num_threads=1", "ingest.keep_raw=true", INLINE))
     assert report.status == "succeeded", report.to_dict()
     _check_raw_blobs_kept(kb_root, sources)
     config = golden_config(kb_root, "embedding.num_threads=1", "search.evidence=lexical",

@@ -52,7 +52,7 @@ if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("the browser tests need Debian's chromium and chromium-driver (apt-get install -y chromium "
                 "chromium-driver; .ci/run installs them)", allow_module_level=True)
 
-PORT = 8779
+PORT = 8785
 URL = f"http://127.0.0.1:{PORT}"
 WAIT_S = 90
 BOX_TOLERANCE = 0.02  # of the page's width and height
