@@ -4,8 +4,10 @@
 directory: one file per session in it) counts, per test file, the seconds
 its tests took (setup + call + teardown) and how often they started the things that cost: a
 local Ray instance, a Ray Serve application, an in-process ingest (of golden/sources or of
-another corpus), a ``kb-ray``/``jobs`` ingest in a subprocess, a text-embedding model, a Postgres
-server and a Chromium. It writes the table as Markdown to PATH (and JSON beside it). Nothing is
+another corpus; ``ingest_inline``: how many of those ran in the driver, kb_ray/ingest/inline.py,
+not on Ray Data), a ``kb-ray``/``jobs`` ingest in a subprocess, a text-embedding model's weights
+loaded (not a ``TextEmbedder`` built over weights the process holds), a Postgres server and a
+Chromium. It writes the table as Markdown to PATH (and JSON beside it). Nothing is
 patched unless the variable is set; the wrappers call the real functions and only count.
 """
 
@@ -23,8 +25,8 @@ import pytest
 
 from tests.conftest import GOLDEN_SOURCES
 
-COUNTS = ("ray_start", "serve_start", "ingest_golden", "ingest_other", "ingest_subprocess", "model_load",
-          "postgres_start", "chromium_start")
+COUNTS = ("ray_start", "serve_start", "ingest_golden", "ingest_other", "ingest_inline", "ingest_subprocess",
+          "model_load", "postgres_start", "chromium_start")
 
 
 class CostCounter:
@@ -53,13 +55,15 @@ class CostCounter:
         import ray
 
         import kb_ray.embedding.text as text
+        import kb_ray.ingest.inline as inline
         import kb_ray.ingest.run as ingest_run
         import kb_ray.serving.app as app
 
         self.wrap(ray, "init", "ray_start", when=lambda *a, **k: not ray.is_initialized())
         self.wrap(app, "start_service", "serve_start")
         self.wrap(ingest_run, "run_ingest", _ingest_kind)
-        self.wrap(text.TextEmbedder, "__init__", "model_load")
+        self.wrap(inline, "run_inline", "ingest_inline")  # looked up by run.py at call time
+        self.wrap(text, "_load_encoder", "model_load")
         self.wrap(subprocess.Popen, "__init__", _subprocess_kind)
         self._wrap_optional()
 

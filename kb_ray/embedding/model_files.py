@@ -103,14 +103,22 @@ def model_digest(path: Path) -> str:
     JSON and text files (configs, tokenizer, vocab) are hashed whole, JSON canonicalized
     without library-version and path keys; weight files by name, size and their first and
     last MiB, which is enough to tell different weights apart without reading 100s of MB.
+    Kept per process while no hashed file's size or modification time changes (parsing
+    MiniLM's tokenizer.json costs ~0.1 s, and every embedder and fingerprint asks).
     """
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        relative = file.relative_to(path).as_posix()
-        if relative.startswith(".") or file.suffix not in {".json", ".txt", ".safetensors", ".bin", ".pt"}:
-            continue
-        digest.update(relative.encode() + b"\0" + _file_digest(file).encode() + b"\n")
-    return digest.hexdigest()[:32]
+    files = [(file, file.relative_to(path).as_posix()) for file in sorted(p for p in path.rglob("*") if p.is_file())]
+    files = [(file, relative) for file, relative in files
+             if not relative.startswith(".") and file.suffix in {".json", ".txt", ".safetensors", ".bin", ".pt"}]
+    stamp = tuple((relative, file.stat().st_size, file.stat().st_mtime_ns) for file, relative in files)
+    if _digests.get(str(path), (None, ""))[0] != stamp:
+        digest = hashlib.sha256()
+        for file, relative in files:
+            digest.update(relative.encode() + b"\0" + _file_digest(file).encode() + b"\n")
+        _digests[str(path)] = (stamp, digest.hexdigest()[:32])
+    return _digests[str(path)][1]
+
+
+_digests: dict[str, tuple[tuple, str]] = {}  # model directory -> (its files' sizes and times, digest)
 
 
 def _file_digest(file: Path) -> str:

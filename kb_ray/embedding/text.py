@@ -265,8 +265,9 @@ def _make_encoder(path: Path, layout: Any, *, runtime: str, device: str, precisi
     """The encoder for these arguments, loaded once per process: the searcher, the answerer, the
     inline ingest and reembed of one process share the weights instead of loading them again
     (0.3-0.8 s and ~90 MB each for MiniLM on 2 cores; the first load, which imports torch, ~10 s).
-    An encoder is stateless between calls; the least recently used of more than three is dropped."""
-    key = (str(path), runtime, device, precision, normalize, max_seq_length, num_threads,
+    An encoder is stateless between calls; the least recently used of more than three is dropped.
+    The key holds the files' digest, so a model rewritten in place is loaded again."""
+    key = (str(path), model_digest(path), runtime, device, precision, normalize, max_seq_length, num_threads,
            None if cache_dir is None else str(cache_dir))
     encoder = _encoders.pop(key, None)
     if encoder is None:
