@@ -7,7 +7,6 @@ so a file parses the same way on a laptop and on a cluster.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from pathlib import PurePosixPath
 
 from kb_ray import ids
@@ -17,6 +16,7 @@ from kb_ray.chunking.structural import StructuralChunker
 from kb_ray.chunking.tokens import WordPieceCounter
 from kb_ray.config import CaptionSettings, ChunkingSettings, ParseSettings
 from kb_ray.embedding.model_files import resolve_model_path
+from kb_ray.kept import KeptByKey
 from kb_ray.model import DocumentVersion, Page
 from kb_ray.outcomes import Reason, render_error
 from kb_ray.parsing.base import ParseLimits
@@ -53,9 +53,7 @@ def parse_routes(settings: ParseSettings) -> dict[str, list[str]]:
     return settings.routes or (DOCLING_PDF_ROUTES if settings.docling.enabled else DEFAULT_ROUTES)
 
 
-# ParseSettings (as JSON) -> the router built for them, most recently used last: one per process
-_routers: OrderedDict[str, ParserRouter] = OrderedDict()
-KEPT_ROUTERS = 2
+_routers: KeptByKey[ParserRouter] = KeptByKey(size=2, on_drop=lambda router: router.close())  # by ParseSettings JSON
 
 
 def shared_router(settings: ParseSettings) -> ParserRouter:
@@ -63,12 +61,7 @@ def shared_router(settings: ParseSettings) -> ParserRouter:
     settings: its parser child (spawned, then importing Docling on the first Markdown, HTML or Office
     file: ~7 s on 2 cores) is started once, not once per ingest or per catalog. A router holds no
     catalog or document state; a third set of settings closes the least recently used one's child."""
-    key = settings.model_dump_json()
-    router = _routers.pop(key, None) or build_router(settings)
-    _routers[key] = router
-    while len(_routers) > KEPT_ROUTERS:
-        _routers.popitem(last=False)[1].close()
-    return router
+    return _routers.get(settings.model_dump_json(), lambda: build_router(settings))[0]
 
 
 def build_router(settings: ParseSettings) -> ParserRouter:

@@ -109,7 +109,7 @@ def model_digest(path: Path) -> str:
     files = [(file, file.relative_to(path).as_posix()) for file in sorted(p for p in path.rglob("*") if p.is_file())]
     files = [(file, relative) for file, relative in files
              if not relative.startswith(".") and file.suffix in {".json", ".txt", ".safetensors", ".bin", ".pt"}]
-    stamp = tuple((relative, file.stat().st_size, file.stat().st_mtime_ns) for file, relative in files)
+    stamp = tuple((relative, stat.st_size, stat.st_mtime_ns) for file, relative in files for stat in [file.stat()])
     if _digests.get(str(path), (None, ""))[0] != stamp:
         digest = hashlib.sha256()
         for file, relative in files:

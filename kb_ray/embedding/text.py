@@ -17,7 +17,6 @@ padded to its longest text — on CPU this measured ~18 % faster.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from kb_ray.embedding.model_files import (
 )
 from kb_ray.errors import KbRayError
 from kb_ray.ids import nfc
+from kb_ray.kept import KeptByKey
 
 if TYPE_CHECKING:
     from kb_ray.config import EmbeddingSettings
@@ -255,9 +255,7 @@ def _check_options(*, batch_size: int, num_threads: int | None, text_template: s
         raise KbRayError(f"text_template may use only {{heading_path}} and {{text}}: {exc}") from exc
 
 
-# the loaded encoders of this process by their arguments, most recently used last
-_encoders: OrderedDict[tuple, Any] = OrderedDict()
-KEPT_ENCODERS = 3
+_encoders: KeptByKey[Any] = KeptByKey(size=3)  # the loaded encoders of this process by their arguments
 
 
 def _make_encoder(path: Path, layout: Any, *, runtime: str, device: str, precision: str, normalize: bool,
@@ -269,17 +267,13 @@ def _make_encoder(path: Path, layout: Any, *, runtime: str, device: str, precisi
     The key holds the files' digest, so a model rewritten in place is loaded again."""
     key = (str(path), model_digest(path), runtime, device, precision, normalize, max_seq_length, num_threads,
            None if cache_dir is None else str(cache_dir))
-    encoder = _encoders.pop(key, None)
-    if encoder is None:
-        encoder = _load_encoder(path, layout, runtime=runtime, device=device, precision=precision, normalize=normalize,
-                                max_seq_length=max_seq_length, num_threads=num_threads, cache_dir=cache_dir)
-    elif runtime == "torch" and num_threads is not None:  # torch's thread count is process-wide: set it again
+    encoder, loaded = _encoders.get(key, lambda: _load_encoder(
+        path, layout, runtime=runtime, device=device, precision=precision, normalize=normalize,
+        max_seq_length=max_seq_length, num_threads=num_threads, cache_dir=cache_dir))
+    if not loaded and runtime == "torch" and num_threads is not None:  # torch's thread count is process-wide
         import torch
 
         torch.set_num_threads(num_threads)
-    _encoders[key] = encoder
-    while len(_encoders) > KEPT_ENCODERS:
-        _encoders.popitem(last=False)
     return encoder
 
 
