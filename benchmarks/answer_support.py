@@ -34,7 +34,14 @@ from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.eval.dataset import load_dataset
 from kb_ray.eval.resolve import CanonicalTexts, resolve_queries
 from kb_ray.eval.split import select_split
-from kb_ray.search.evidence import ChunkText, select_evidence, sentence_bounds
+from kb_ray.search.evidence import (
+    ChunkText,
+    best_passage,
+    candidate_passages,
+    evidence_dict,
+    sentence_bounds,
+    window_cosines,
+)
 
 SUPPORTED = ("verbatim", "paraphrase")
 
@@ -61,7 +68,10 @@ def gold_chunks(catalog: DeltaCatalog, resolution) -> dict[str, tuple[dict, list
 
 def passage_of(query: str, row: dict, embed, query_vector) -> Passage:
     chunk = ChunkText(text=row["text"], spans=tuple((s["start"], s["end"]) for s in row["spans"]))
-    evidence = select_evidence(query, [chunk], query_vector=query_vector, embed=embed)[0]
+    found = candidate_passages(chunk.text, chunk.spans)  # sentence-embedded evidence, as measured before #38
+    cosines = window_cosines([chunk], [found], embed, query_vector)[0] if found else None
+    best, signals = best_passage(query, chunk.text, found, cosines=cosines)
+    evidence = evidence_dict(chunk, found[best], signals)
     return Passage(n=1, chunk_id=row["chunk_id"], document_id="", version_id=row["version_id"], title=None,
                    uri=None, quote=evidence["quote"], spans=evidence["spans"], pages=[], regions=[])
 

@@ -391,11 +391,10 @@ class SearchSettings(_Settings):
     faiss_threads: int | None = None  # None: faiss's default (all cores); 1 on small CPU boxes
     query_threads: int | None = 1  # torch threads of the query embedder (one short text: 1 is fastest)
     # evidence passage per hit (kb_ray/search/evidence.py): "lexical" scores query-word coverage,
-    # "hybrid" adds the text embedder's cosine of each candidate passage (one batch per query).
-    # lexical by default (#12): hybrid made a search ~20x slower (the first hits' sentences embedded
-    # per query) for better passages (realdocs dev evidence overlap 0.711 vs 0.605; benchmarks/results/eval.md)
+    # "hybrid" adds each window's cosine read from the passage vectors the index stores (#38:
+    # nothing embedded at query time; before, the first hits' sentences were, ~20x a search's cost)
     evidence: EvidenceMode = "lexical"  # a request's `evidence` overrides it (answers: answer.evidence)
-    # hybrid evidence embeds the sentences of the first N hits only (the rest: coverage only);
+    # hybrid evidence reads the stored vectors of the first N hits only (the rest: coverage only);
     # 6 covers the passages an answer uses (answer.max_passages)
     evidence_dense_hits: int = Field(6, ge=0)
     # None: the packaged model of the evidence mode (kb_ray/search/confidence.py, packaged_model_path)

@@ -29,8 +29,8 @@ def local_answerer(config: KbConfig, *, embedder: Any = None,
 
         def log(request: dict, response: dict) -> None:  # the row names the generation searched
             answer_log.append(request, {"generation": searcher.generation, **response})
-    generator = make_generator(config.answer, embed=embedder.embed_texts,
-                               abstain_below=searcher.assembler.threshold(config.answer.evidence or config.search.evidence))
+    threshold = searcher.assembler.threshold(config.answer.evidence or config.search.evidence)
+    generator = make_generator(config.answer, abstain_below=threshold)
     return Answerer(config.answer, generator=generator, search=searcher_search(searcher),
                     embed=embedder.embed_texts, log=log, catalog=lambda: open_document_catalog(config))
 

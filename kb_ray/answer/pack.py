@@ -62,7 +62,8 @@ def _passage(n: int, hit: dict[str, Any], cited: dict[str, Any], spans: list[tup
         pages=list(cited.get("pages") or hit.get("pages") or []),
         regions=[dict(region) for region in cited.get("regions") or hit.get("regions") or []],
         confidence=hit.get("confidence"), heading_path=list(hit.get("heading_path") or []),
-        context=section_context(hit) if context_chars > 0 else None)
+        context=section_context(hit) if context_chars > 0 else None,
+        cosine=((cited.get("signals") or {}).get("cosine") if cited is not hit else None))
 
 
 def section_context(hit: dict[str, Any]) -> str | None:

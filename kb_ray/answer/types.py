@@ -26,11 +26,12 @@ class Passage:
     confidence: float | None = None
     heading_path: list[str] = field(default_factory=list)
     context: str | None = None  # surrounding text for the generator only; never cited
+    cosine: float | None = None  # the evidence window's cosine to the query, read from stored vectors (hybrid evidence)
 
     def citation(self) -> dict[str, Any]:
         """The response's ``citations[]`` entry (no context, no confidence)."""
         out = asdict(self)
-        for name in ("confidence", "heading_path", "context"):
+        for name in ("confidence", "heading_path", "context", "cosine"):
             out.pop(name)
         out["spans"] = [list(span) for span in self.spans]
         return out

@@ -7,8 +7,9 @@ word) and at every line break; ``[n]`` markers written after the full stop belon
 sentence before them. ``citation_numbers`` reads ``[1]``, ``[1, 2]`` and ``[1][2]``.
 
 The support of a sentence is its content-word coverage by the cited passages (the share of
-its distinct content words, lightly stemmed, that occur in them); with ``embed`` it is the
-mean of that coverage and the best cosine between the sentence and one cited passage. A
+its distinct content words, lightly stemmed, that occur in them); with ``embed``, for a
+sentence not found verbatim in a cited passage, it is the mean of that coverage and the best
+cosine between the sentence and one cited passage (a verbatim sentence embeds nothing). A
 number in the sentence that no cited passage contains sets the support to 0: a wrong
 figure is the claim most worth catching. The measurement behind the default threshold is
 in docs/answers.md.
@@ -129,18 +130,25 @@ def _judge(sentence: str, cited: list[int], given: dict[int, Passage], support: 
 
 def _dense_support(sentences: list[tuple[str, list[int], str]], given: dict[int, Passage],
                    embed: Embed) -> list[float | None]:
-    """Best cosine between each claim and one of its cited passages (one embedding batch)."""
-    cited_ns = sorted({n for _, cited, _ in sentences for n in cited if n in given})
-    claims = [claim for _, cited, claim in sentences if any(n in given for n in cited)]
+    """Best cosine between each claim and one of its cited passages (one embedding batch).
+    A claim found verbatim in a cited passage gets None (its coverage decides): it is the
+    passage's own text, so nothing indexed is embedded again (an extractive answer embeds
+    nothing at all)."""
+    def verbatim(claim: str, cited: list[int]) -> bool:
+        folded = " ".join(claim.split())
+        return any(folded in " ".join(given[n].quote.split()) for n in cited if n in given)
+
+    checked = [any(n in given for n in cited) and not verbatim(claim, cited) for _, cited, claim in sentences]
+    claims = [claim for (_, _, claim), check in zip(sentences, checked) if check]
     if not claims:
         return [None] * len(sentences)
+    cited_ns = sorted({n for (_, cited, _), check in zip(sentences, checked) if check for n in cited if n in given})
     vectors = _normalized(embed(claims + [given[n].quote for n in cited_ns]))
     claim_rows, passage_rows = iter(vectors[: len(claims)]), dict(zip(cited_ns, vectors[len(claims):]))
     out: list[float | None] = []
-    for _, cited, _ in sentences:
-        known = [n for n in cited if n in given]
-        row = next(claim_rows) if known else None
-        out.append(None if row is None else max(float(row @ passage_rows[n]) for n in known))
+    for (_, cited, _), check in zip(sentences, checked):
+        row = next(claim_rows) if check else None
+        out.append(None if row is None else max(float(row @ passage_rows[n]) for n in cited if n in given))
     return out
 
 

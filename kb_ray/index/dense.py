@@ -122,9 +122,17 @@ class FaissShard:
             return params
         return faiss.SearchParameters(sel=selector) if selector else None
 
+    def reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        """The stored (normalized) vectors of ``ids``: read back, never re-embedded."""
+        return np.asarray(self.index.reconstruct_batch(np.asarray(ids, np.int64)), np.float32)
+
+    def row_vectors(self, row: int) -> np.ndarray:
+        """``[1, dim]``: the one vector of ``row``."""
+        return self.reconstruct(np.array([row]))
+
     def _exact(self, query: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         allowed = np.flatnonzero(mask) if mask is not None else np.arange(self.rows)
-        vectors = self.index.reconstruct_batch(allowed.astype(np.int64))
+        vectors = self.reconstruct(allowed)
         rows, scores = _ordered(allowed, vectors @ query[0])
         return rows[:k], scores[:k]
 
@@ -143,6 +151,16 @@ class MultiVectorShard:
         self.owners = np.asarray(owners, np.int64)
         self.rows = int(self.owners.max()) + 1 if len(self.owners) else 0
         self.depth_factor = max(2, math.ceil(2 * len(self.owners) / max(self.rows, 1)))
+        self._by_row: tuple[np.ndarray, np.ndarray] | None = None  # (vector ids sorted by owner, each row's first)
+
+    def row_vectors(self, row: int) -> np.ndarray:
+        """``[n, dim]``: the stored vectors of ``row`` in the order the build wrote them (its own,
+        then its passages' in text order)."""
+        if self._by_row is None:
+            order = np.argsort(self.owners, kind="stable")  # ids ascend within a row: own first, passages in order
+            self._by_row = order, np.searchsorted(self.owners[order], np.arange(self.rows + 1))
+        order, starts = self._by_row
+        return self.vectors.reconstruct(order[starts[row]:starts[row + 1]])
 
     @classmethod
     def load(cls, path: str | Path, dense_type: str, owners_path: str | Path) -> MultiVectorShard:

@@ -38,7 +38,7 @@ from kb_ray import ids
 from kb_ray.embedding.late import LateItem
 from kb_ray.embedding.text import format_embed_text
 from kb_ray.errors import KbRayError
-from kb_ray.index.passages import passage_spans
+from kb_ray.index.passages import Span, passage_spans
 
 if TYPE_CHECKING:
     from kb_ray.config import IndexSettings
@@ -133,6 +133,26 @@ class VectorLayout:
         keys = tuple(late_key(sha, span, overlap_tokens=self.overlap_tokens) for span in spans)
         late = LateItem(embedded, start, tuple((start + a, start + b) for a, b in spans))
         return ChunkVectors(sha, keys, late=late, passages=len(keys) - 1)
+
+    def vector_spans(self, text: str | None, count: int) -> list[Span]:
+        """The characters of ``text`` (a chunk's) each of its ``count`` stored vectors stands for,
+        in the build's order (kb_ray/index/vector_lookup.py): the whole text for a chunk-text
+        vector, a passage's window for a passage vector. A row indexed with earlier ingests'
+        vectors (``passages_missing_rows``) has a count the layout does not give: its first
+        vector then stands for the whole text and the others for nothing (``(0, 0)``)."""
+        text = text or ""
+        whole = (0, len(text))
+        body_start = 0
+        if self.kind == "late":  # pooled over the stripped NFC text: offsets hold where NFC changed nothing
+            body = ids.nfc(text).strip()
+            body_start = text.find(body) if body else -1
+        spans = [] if body_start < 0 else [(body_start + a, body_start + b) for a, b in passage_spans(
+            text[body_start:].strip() if self.kind == "late" else text, max_chars=self.max_chars)]
+        if spans and count == len(spans) and self.kind != "late":
+            return spans
+        if spans and count == len(spans) + 1:
+            return [whole, *spans]
+        return [whole] + [(0, 0)] * (count - 1)
 
     def plain(self) -> VectorLayout:
         """The legacy layout with the same passages: the vectors every earlier ingest wrote."""

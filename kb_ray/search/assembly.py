@@ -4,9 +4,10 @@
 search.confidence_rerank)`` hits and never reorders them; ``resort_by_confidence`` may (off
 by default: it lost on the realdocs dev and test splits). Evidence
 (kb_ray/search/evidence.py) is scored by query-word coverage (``search.evidence = "lexical"``,
-the default) and, with ``"hybrid"``, by the packaged text embedder's cosine of every candidate
-passage of the first ``search.evidence_dense_hits`` hits (one batch per query, ~20 times the
-cost of the rest of a search on 2 CPUs: benchmarks/results/eval.md). Confidence
+the default) and, with ``"hybrid"``, also by the cosine to the query of the dense vectors the
+index stores for the first ``search.evidence_dense_hits`` hits (their passages', read back
+from FAISS: nothing is embedded at query time; until #38 every candidate sentence was
+embedded, ~20 times the cost of the rest of a search on 2 CPUs). Confidence
 (kb_ray/search/confidence.py, the packaged model of the evidence mode) reads the hits' raw
 dense/BM25 scores and the evidence signals; ``abstain`` is true when the best confidence is
 under ``search.abstain_below``.
@@ -18,12 +19,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from kb_ray.config import SearchSettings
 from kb_ray.search.confidence import ConfidenceModel, abstains, hit_features, packaged_model_path
 from kb_ray.search.context import hit_context
-from kb_ray.search.evidence import ChunkText, select_evidence
+from kb_ray.search.evidence import ChunkText, StoredCosines, select_evidence
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +30,8 @@ logger = logging.getLogger(__name__)
 class HitAssembler:
     """Adds ``evidence``, ``confidence`` and ``context`` to hits; decides ``abstain``."""
 
-    def __init__(self, settings: SearchSettings, *, embedder: Callable[[], Any]) -> None:
+    def __init__(self, settings: SearchSettings) -> None:
         self.settings = settings
-        self._embedder = embedder  # called lazily: only "hybrid" evidence embeds passages
         self._models: dict[str, ConfidenceModel] = {}
         self.model = self.model_for(settings.evidence)
         fitted = (self.model.info or {}).get("evidence")
@@ -57,19 +55,20 @@ class HitAssembler:
         return self.model_for(evidence).abstain_below
 
     def evidence(self, query: str, hits: list[dict[str, Any]], chunks: list[ChunkText | None],
-                 query_vector: np.ndarray | None, *, mode: str | None = None) -> None:
+                 stored: Callable[[int], StoredCosines | None] | None, *, mode: str | None = None) -> None:
         """Set ``hit["evidence"]`` (``None`` for generated or page hits); ``mode``: the request's
-        evidence mode (default ``search.evidence``)."""
+        evidence mode (default ``search.evidence``); ``stored(i)``: hit ``i``'s stored vectors'
+        cosines to the query (None without a query vector of the index's model)."""
         mode = mode or self.settings.evidence
         quotable = [i for i, chunk in enumerate(chunks) if chunk is not None and hits[i].get("quote") is not None]
         for hit in hits:
             hit["evidence"] = None
         if mode == "none" or not quotable:
             return
-        embed = self._embedder().embed_texts if mode == "hybrid" and query_vector is not None else None
+        dense = stored if mode == "hybrid" else None
         head, tail = quotable[:self.settings.evidence_dense_hits], quotable[self.settings.evidence_dense_hits:]
-        found = select_evidence(query, [chunks[i] for i in head], query_vector=query_vector, embed=embed)
-        found += select_evidence(query, [chunks[i] for i in tail])  # coverage only: no sentence embedding
+        found = select_evidence(query, [chunks[i] for i in head], stored=None if dense is None else [dense(i) for i in head])
+        found += select_evidence(query, [chunks[i] for i in tail])  # coverage only
         for i, evidence in zip(head + tail, found):
             hits[i]["evidence"] = evidence
 

@@ -178,29 +178,52 @@ class ChunkText:
     fallback_regions: tuple[dict[str, Any], ...] = ()
 
 
-def select_evidence(query: str, chunks: Sequence[ChunkText], *, query_vector: np.ndarray | None = None,
-                    embed: Embed | None = None) -> list[dict[str, Any] | None]:
+StoredCosines = tuple[Sequence[Span], np.ndarray]  # the chunk-text span each stored vector stands for, its cosine
+
+
+def select_evidence(query: str, chunks: Sequence[ChunkText], *,
+                    stored: Sequence[StoredCosines | None] | None = None) -> list[dict[str, Any] | None]:
     """Per chunk its ``evidence`` (``quote``, ``spans`` = one canonical span, ``pages``,
-    ``regions``, ``signals``), or ``None`` when it has nothing to quote. With ``embed`` and
-    ``query_vector``, the sentences of every chunk are embedded in one batch and a window's
-    vector is the normalized mean of its sentences' vectors."""
+    ``regions``, ``signals``), or ``None`` when it has nothing to quote. With ``stored`` (per
+    chunk, the cosines to the query of the vectors the index holds for it and the spans they
+    stand for), a window's cosine is read from them (:func:`stored_window_cosines`): nothing is
+    embedded at query time."""
     candidates = [candidate_passages(chunk.text, chunk.spans) for chunk in chunks]
-    cosines: list[np.ndarray | None] = [None] * len(chunks)
-    if embed is not None and query_vector is not None and any(candidates):
-        cosines = window_cosines(chunks, candidates, embed, np.asarray(query_vector, np.float32).reshape(-1))
     out: list[dict[str, Any] | None] = []
-    for chunk, found, cos in zip(chunks, candidates, cosines):
+    for n, (chunk, found) in enumerate(zip(chunks, candidates)):
         if not found:
             out.append(None)
             continue
+        given = stored[n] if stored is not None else None
+        cos = stored_window_cosines(found, *given) if given is not None else None
         index, signals = best_passage(query, chunk.text, found, cosines=cos)
         out.append(evidence_dict(chunk, found[index], signals))
     return out
 
 
+def stored_window_cosines(passages: Sequence[Passage], spans: Sequence[Span],
+                          cosines: np.ndarray) -> np.ndarray | None:
+    """Each window's cosine: the mean of the cosines of the stored passage vectors it overlaps,
+    weighted by the characters it shares with each. A chunk stored as one vector (no
+    passages) gives every window that vector's cosine."""
+    parts = [(a, b, float(c)) for (a, b), c in zip(spans, cosines) if b > a]
+    if not parts:
+        return None
+    first, rest = parts[0], parts[1:]
+    use = rest if rest and all(first[0] <= a and b <= first[1] for a, b, _ in rest) else parts  # the chunk's own vector gives way to its passages'
+    out = np.empty(len(passages), dtype=np.float64)
+    for n, p in enumerate(passages):
+        weights = np.array([max(0, min(b, p.end) - max(a, p.start)) for a, b, _ in use], dtype=np.float64)
+        values = np.array([c for _, _, c in use])
+        out[n] = float(weights @ values / weights.sum()) if weights.sum() > 0 else float(values.max())
+    return out
+
+
 def window_cosines(chunks: Sequence[ChunkText], candidates: list[list[Passage]], embed: Embed,
                    query_vector: np.ndarray) -> list[np.ndarray]:
-    """Cosine to the query of every window; each distinct sentence is embedded once."""
+    """Cosine to the query of every window, each distinct sentence embedded once and a window's
+    vector the normalized mean of its sentences' (the query-time evidence before #38, kept for
+    benchmarks/evidence_select.py and benchmarks/answer_support.py to compare against)."""
     sentences: dict[tuple[int, int, int], int] = {}  # (chunk, start, end) -> row
     texts: list[str] = []
     for n, (chunk, found) in enumerate(zip(chunks, candidates)):

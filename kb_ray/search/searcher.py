@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,12 +26,14 @@ import numpy as np
 
 from kb_ray.catalog.delta import DeltaCatalog
 from kb_ray.config import KbConfig
+from kb_ray.embedding.fingerprint import embedder_fingerprint
 from kb_ray.errors import KbRayError
 from kb_ray.index.generations import GenerationError, load_manifest, local_generation_dir, read_current
 from kb_ray.index.manifest import GenerationManifest
 from kb_ray.index.segments import latest_segment, lineage_manifest
 from kb_ray.search.assembly import HitAssembler, dense_floor, resort_by_confidence
 from kb_ray.search.errors import SearchRequestError, query_too_long
+from kb_ray.search.evidence import ChunkText, StoredCosines
 from kb_ray.search.filters import parse_filters
 from kb_ray.search.fusion import fuse, tie_break_retrievers
 from kb_ray.search.gate import ActivePointers
@@ -122,7 +125,8 @@ class HybridSearcher:
         self._navigator: Any = None  # search.tree.llm_navigate's generator, made at its first use
         self._embedder = embedder
         self._lock = threading.Lock()
-        self.assembler = HitAssembler(config.search, embedder=self._get_embedder)
+        self.assembler = HitAssembler(config.search)
+        self._embedder_fp: str | None = None
         self._loaded = self._load(generation_id or self._current())
 
     @classmethod
@@ -344,10 +348,11 @@ class HybridSearcher:
         chunks = [None if c.shard == PAGE_SHARD else chunk_text(c, loaded.shards[c.shard]) for c in head]
         wants_vector = evidence == "hybrid" and any(c is not None for c in chunks)
         if wants_vector and not self._embedder_matches(loaded.manifest):
-            query_vector = None  # passages can only be scored against a query vector of the same model
+            query_vector = None  # stored vectors can only be compared with a query vector of the same model
         elif query_vector is None and wants_vector and query.strip():
             query_vector = self._query_vector(query, None, loaded.manifest)
-        self.assembler.evidence(query, hits, chunks, query_vector, mode=evidence)
+        stored = None if query_vector is None else stored_cosines(head, chunks, loaded, query_vector)
+        self.assembler.evidence(query, hits, chunks, stored, mode=evidence)
         return self.assembler.confidence(query, hits, dense_floor=dense_floor(candidates), mode=evidence,
                                          unknown=unknown_terms_share(query, loaded.shards))
 
@@ -359,8 +364,12 @@ class HybridSearcher:
         return evidence
 
     def _embedder_matches(self, manifest: GenerationManifest) -> bool:
-        """Whether the configured embedder made this generation's vectors (else evidence is lexical)."""
-        return self._get_embedder().fingerprint == manifest.embedder_fp
+        """Whether the configured embedder made this generation's vectors (else evidence is lexical);
+        read from the settings, so a searcher given query vectors never loads the model."""
+        if self._embedder_fp is None:
+            self._embedder_fp = (self._embedder.fingerprint if self._embedder is not None
+                                 else embedder_fingerprint(self.config.embedding))
+        return self._embedder_fp == manifest.embedder_fp
 
     def _check_context(self, context_chars: int) -> None:
         limit = self.config.search.max_context_chars
@@ -513,3 +522,24 @@ class HybridSearcher:
     def _final_score(candidate: Candidate, reranked: bool) -> float:
         rerank_score = candidate.scores.get("rerank")
         return float(rerank_score) if reranked and rerank_score is not None else float(candidate.scores["fused"])
+
+
+def stored_cosines(head: list[Candidate], chunks: list[ChunkText | None], loaded: _Loaded,
+                   query_vector: np.ndarray) -> Callable[[int], StoredCosines | None]:
+    """Hit ``i``'s stored dense vectors (read back from its shard's FAISS index) as cosines to
+    ``query_vector``, with the characters of the chunk each stands for (the generation's vector
+    layout, kb_ray/index/vector_layout.py): evidence reads them, nothing is embedded again."""
+    from kb_ray.index.vector_layout import VectorLayout  # here: kb_ray.index.passages reads kb_ray.search.evidence
+
+    layout = VectorLayout.from_spec(loaded.manifest.spec)
+    query = np.asarray(query_vector, np.float32).reshape(-1)
+    query = query / max(float(np.linalg.norm(query)), 1e-12)
+
+    def cosines(i: int) -> StoredCosines | None:
+        chunk, candidate = chunks[i], head[i]
+        vectors = None if chunk is None else loaded.shards[candidate.shard].row_vectors(candidate.row)
+        if chunk is None or vectors is None or not len(vectors):
+            return None
+        return layout.vector_spans(chunk.text, len(vectors)), vectors @ query
+
+    return cosines

@@ -65,6 +65,11 @@ class SearchShard:
     def rows(self) -> int:
         return self.hydration.num_rows
 
+    def row_vectors(self, row: int) -> np.ndarray | None:
+        """The dense vectors stored for ``row`` (its own first, then its passages'); None without
+        a dense index."""
+        return None if self.dense_index is None else self.dense_index.row_vectors(row)
+
     def metadata_values(self, name: str) -> list[Any]:
         if name not in self._metadata:
             self._metadata[name] = metadata_column(self.hydration.column("metadata_json").to_pylist(), name)

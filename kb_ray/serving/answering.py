@@ -57,8 +57,7 @@ class ServiceAnswerer:
 
             self._generator = DeploymentGenerator(self._generator_handle)
         if self._generator is None:
-            self._generator = make_generator(self.config.answer, embed=self.embed_sync,
-                                             abstain_below=abstain_threshold(self.config.search,
+            self._generator = make_generator(self.config.answer, abstain_below=abstain_threshold(self.config.search,
                                                                              evidence=self.config.answer.evidence))
         return self._generator
 

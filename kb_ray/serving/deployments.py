@@ -30,6 +30,7 @@ import logging
 import time
 from typing import Any
 
+import numpy as np
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from ray import serve
@@ -107,11 +108,15 @@ class ShardSearcher:
         self._warm_up()
 
     def _warm_up(self) -> None:
-        """One hybrid search before the replica is RUNNING: it loads the evidence embedder and
-        reads the hydration gate, which otherwise made a replacement replica's first requests
-        (taken at once, under load) slow enough to time out (benchmarks/results/serve_load.md)."""
+        """One hybrid search before the replica is RUNNING: it reads the hydration gate and the
+        stored vectors hybrid evidence compares, which otherwise made a replacement replica's
+        first requests (taken at once, under load) slow enough to time out
+        (benchmarks/results/serve_load.md). The query vector is given, as the ingress gives
+        every dense search one: a searcher replica never loads the text embedder (#38)."""
+        dim = self.searcher.manifest.dim
         try:
-            self.searcher.search(WARM_UP_QUERY, k=1, mode="hybrid", rerank=False)
+            self.searcher.search(WARM_UP_QUERY, k=1, mode="hybrid", rerank=False, evidence="hybrid",
+                                 query_vector=np.full(dim, dim ** -0.5, dtype=np.float32))
         except Exception:  # noqa: BLE001 - best effort: a real fault shows on the first request
             logger.warning("the searcher warm-up search failed", exc_info=True)
 

@@ -17,13 +17,35 @@ from tests.index_fixtures import copy_kb, golden_config
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
+class RecordingEmbedder:
+    """The packaged text embedder, recording every text it is asked to embed (``texts``)."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder, self.texts = embedder, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.embedder, name)
+
+    def embed_texts(self, texts: list[str]) -> Any:
+        self.texts += list(texts)
+        return self.embedder.embed_texts(texts)
+
+    def embed_query(self, text: str) -> Any:
+        self.texts.append(text)
+        return self.embedder.embed_query(text)
+
+
 @pytest.fixture(scope="module")
 def answerer(golden_kb, tmp_path_factory, text_embedder):
+    """``answerer.recorded``: what its embedder was asked to embed."""
     # a copy, answers not logged: the session's golden_kb is shared by other modules (test_log counts its rows)
     root = copy_kb(golden_kb, tmp_path_factory.mktemp("modes") / "kb")
     config = golden_config(root, "index.shards=1", "answer.log=false")
     build_index(config)
-    return local_answerer(config, embedder=text_embedder)
+    recording = RecordingEmbedder(text_embedder)
+    built = local_answerer(config, embedder=recording)
+    built.recorded = recording.texts
+    return built
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,17 @@ def test_qa_over_named_documents_cites_only_them(answerer):
         answerer.answer({"query": question, "documents": ["no-such-document.pdf"]})
 
 
+def test_an_answer_embeds_its_question_once_and_nothing_it_cites(answerer):
+    """#38: evidence and sentence choice read the stored passage vectors; verification of
+    verbatim sentences needs none (before: the first hits' sentences, then the question with
+    the packed sentences, were embedded on every answer)."""
+    question = ANSWERABLE[0][0]
+    answerer.recorded.clear()
+    response = answerer.answer({"query": question})
+    assert not response["abstained"] and response["verification"] == "ok"
+    assert answerer.recorded == [question]
+
+
 def test_every_citation_is_the_canonical_text_of_an_active_version(answerer, golden_kb):
     catalog = DeltaCatalog.open(golden_kb, create=False)
     active = set(catalog.read("documents", columns=["active_version_id"]).column(0).to_pylist())

@@ -103,7 +103,7 @@ def test_every_search_of_an_answer_carries_the_scope(catalog):
         return {"hits": [], "abstain": True}
 
     settings = AnswerSettings()
-    answerer = Answerer(settings, generator=make_generator(settings, embed=None, abstain_below=0.0), search=search,
+    answerer = Answerer(settings, generator=make_generator(settings, abstain_below=0.0), search=search,
                         catalog=catalog, scope=ALPHA)
     answerer.answer({"query": "things", "filter": {"collection": ["beta"], "document_ids": ["doc_b1"]}})
     answerer.answer({"query": "things", "documents": ["Title a1"]})

@@ -12,6 +12,7 @@ import pytest
 
 from kb_ray.catalog import DeltaCatalog
 from kb_ray.catalog.verify import verify_catalog
+from kb_ray.embedding.text import format_embed_text
 from kb_ray.index import build_index
 from kb_ray.index.segments import load_segments
 from kb_ray.index.vector_layout import LAYOUTS, VectorLayout
@@ -44,13 +45,31 @@ def _best_vectors_scored(config, manifest, embedder, query: str = QUERY) -> int:
     hits = searcher.search(query, k=5, mode="dense").hits
     assert hits
     query_vector, several = embedder.embed_query(query), 0
+    shards = searcher._loaded.shards  # the base shard and any delta segment's
     for hit in hits:
         plan = layout.chunk(hit["text"], hit["heading_path"])
         vectors = embedder.embed_late([plan.late], overlap_tokens=layout.overlap_tokens)[0][0] if plan.late \
             else embedder.embed_texts([plan.texts[key] for key in plan.keys])
         several += len(vectors) > 1
         assert hit["scores"]["dense"] == pytest.approx(float(np.max(vectors @ query_vector)), abs=1e-4)
+        _stored_vectors_are_the_layouts(shards, hit, plan, np.asarray(vectors), layout)
     return several
+
+
+def _stored_vectors_are_the_layouts(shards, hit, plan, vectors, layout) -> None:
+    """What query time reads back (evidence, answers: nothing re-embedded) is the layout's
+    vectors in key order, each standing for the characters it was embedded or pooled from."""
+    shard = next(s for s in reversed(shards) if hit["chunk_id"] in s.chunk_ids)  # the newest segment holding it
+    stored = shard.row_vectors(shard.chunk_ids.index(hit["chunk_id"]))
+    assert stored.shape == vectors.shape
+    assert np.allclose(stored, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), atol=1e-5)
+    spans = layout.vector_spans(hit["text"], len(stored))
+    if plan.late:
+        start = plan.late.spans[0][0]
+        assert [(a - start, b - start) for a, b in plan.late.spans] == spans
+    else:
+        assert [plan.texts[key] for key in plan.keys] == [
+            format_embed_text(text=hit["text"][a:b], heading_path=hit["heading_path"]) for a, b in spans]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

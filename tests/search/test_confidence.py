@@ -110,7 +110,7 @@ def test_the_assembler_loads_the_model_of_its_evidence_mode(caplog):
     from kb_ray.search.assembly import HitAssembler
 
     for evidence in ("hybrid", "lexical"):
-        assembler = HitAssembler(SearchSettings(evidence=evidence), embedder=lambda: None)
+        assembler = HitAssembler(SearchSettings(evidence=evidence))
         assert assembler.model.info["evidence"] == evidence
         assert assembler.abstain_below == ConfidenceModel.load(packaged_model_path(evidence)).abstain_below
     assert "not calibrated" not in caplog.text
@@ -122,7 +122,7 @@ def test_abstain_is_unknown_without_a_dense_signal_and_decided_with_one():
     from kb_ray.config import SearchSettings
     from kb_ray.search.assembly import HitAssembler
 
-    assembler = HitAssembler(SearchSettings(abstain_below=0.5), embedder=lambda: None)
+    assembler = HitAssembler(SearchSettings(abstain_below=0.5))
     lexical_only = [{"scores": {"lexical": 12.0}, "evidence": None}]
     assert assembler.confidence("pump seal kit", lexical_only, dense_floor=None) is None
     assert 0.0 <= lexical_only[0]["confidence"] <= 1.0
@@ -149,7 +149,7 @@ def test_the_assembler_passes_the_querys_unknown_share_to_the_model():
     from kb_ray.config import SearchSettings
     from kb_ray.search.assembly import HitAssembler
 
-    assembler = HitAssembler(SearchSettings(), embedder=lambda: None)
+    assembler = HitAssembler(SearchSettings())
     assert assembler.model.unknown_penalty > 0  # the packaged model was calibrated with one
     plain, odd = [_hit()], [_hit()]
     assembler.confidence("pump seal kit", plain, dense_floor=None)

@@ -15,6 +15,7 @@ from kb_ray.search.evidence import (
     query_terms,
     select_evidence,
     sentence_bounds,
+    stored_window_cosines,
     window_coverage,
 )
 
@@ -67,18 +68,38 @@ def test_the_passage_with_the_query_words_wins_and_stays_short():
     assert found["signals"]["coverage"] == 1.0
 
 
-def test_cosines_decide_when_no_word_matches():
+def test_stored_cosines_decide_when_no_word_matches():
     text = "Alpha sentence here. Beta sentence there. Gamma sentence elsewhere."
     chunk = ChunkText(text, ((0, len(text)),))
-    passages = candidate_passages(text, chunk.spans)
-    target = next(i for i, p in enumerate(passages) if text[p.start:p.end] == "Beta sentence there.")
+    beta = (text.index("Beta"), text.index("there.") + 6)
+    stored = ([(0, beta[0] - 1), beta, (beta[1] + 1, len(text))], np.array([0.1, 0.9, 0.2]))
+    found = select_evidence("zzz", [chunk], stored=[stored])[0]
+    assert found["quote"] == "Beta sentence there."
+    assert found["signals"]["cosine"] == 0.9
 
-    def embed(texts):
-        return np.array([[1.0, 0.0] if t == "Beta sentence there." else [0.0, 1.0] for t in texts], np.float32)
 
-    found = select_evidence("zzz", [chunk], query_vector=np.array([1.0, 0.0]), embed=embed)[0]
-    assert found["quote"] == text[passages[target].start:passages[target].end]
-    assert found["signals"]["cosine"] == 1.0
+def test_a_window_over_two_stored_passages_reads_their_cosines_by_shared_characters():
+    text = "One two three four. Five six seven eight."
+    passages = candidate_passages(text, ((0, len(text)),))
+    both = next(p for p in passages if p.sentences == 2)
+    first = next(p for p in passages if p.sentences == 1 and p.start == 0)
+    cut = text.index("Five")
+    cosines = stored_window_cosines([both, first], [(0, cut - 1), (cut, len(text))], np.array([0.2, 0.8]))
+    shares = np.array([cut - 1, len(text) - cut], dtype=float)
+    assert cosines[0] == pytest.approx(float(shares @ [0.2, 0.8] / shares.sum()))
+    assert cosines[1] == pytest.approx(0.2)
+
+
+def test_the_chunks_own_vector_gives_way_to_its_passages_and_stands_alone_otherwise():
+    text = "One two three four. Five six seven eight."
+    passages = candidate_passages(text, ((0, len(text)),))
+    cut = text.index("Five")
+    with_own = stored_window_cosines(passages, [(0, len(text)), (0, cut - 1), (cut, len(text))],
+                                     np.array([0.99, 0.2, 0.8]))
+    assert max(with_own) == pytest.approx(0.8)  # the whole-chunk 0.99 is not mixed in
+    alone = stored_window_cosines(passages, [(0, len(text))], np.array([0.5]))
+    assert list(alone) == [0.5] * len(passages)
+    assert stored_window_cosines(passages, [(0, 0)], np.array([0.5])) is None
 
 
 def test_regions_are_those_of_the_lines_the_passage_overlaps():

@@ -158,7 +158,7 @@ def test_a_request_may_ask_for_hybrid_evidence_and_gets_its_confidence_model(gol
         default.search(query, k=10, evidence="dense")
 
 
-def test_only_the_first_evidence_dense_hits_embed_their_passages(golden_kb, text_embedder):
+def test_only_the_first_evidence_dense_hits_read_their_stored_vectors(golden_kb, text_embedder):
     query = GOLDEN_QUERIES[0][0]
     hybrid = ("index.shards=1", "search.evidence=hybrid")
     every = HybridSearcher.open(golden_config(golden_kb, *hybrid, "search.evidence_dense_hits=10"),
@@ -169,6 +169,23 @@ def test_only_the_first_evidence_dense_hits_embed_their_passages(golden_kb, text
     assert all("cosine" in h["evidence"]["signals"] for h in every)
     assert [("cosine" in h["evidence"]["signals"]) for h in first3] == [True] * 3 + [False] * 7
     assert [h["evidence"] for h in first3[:3]] == [h["evidence"] for h in every[:3]]
+
+
+def test_hybrid_evidence_embeds_the_query_alone_and_reads_cosines_the_index_stores(searcher, golden_kb,
+                                                                                   text_embedder):
+    query = GOLDEN_QUERIES[0][0]
+    counting = _CountingEmbedder(text_embedder)
+    hybrid = HybridSearcher.open(golden_config(golden_kb, "index.shards=1", "search.evidence=hybrid"),
+                                 generation_id=searcher.generation, embedder=counting)
+    hits = hybrid.search(query, k=10).hits
+    assert counting.calls == [("query", query)]  # before #38: every sentence of the first 6 hits as well
+    cosines = [h["evidence"]["signals"]["cosine"] for h in hits[:6]]
+    assert all(-1.0 <= c <= 1.0 for c in cosines) and len(set(cosines)) > 1
+    top = hits[0]  # its window's cosine lies within the cosines of the vectors stored for it
+    shard = hybrid._loaded.shards[0]
+    stored = shard.row_vectors(shard.chunk_ids.index(top["chunk_id"])) @ text_embedder.embed_query(query)
+    assert stored.min() - 1e-4 <= cosines[0] <= stored.max() + 1e-4
+    assert top["scores"]["dense"] == pytest.approx(float(stored.max()), abs=1e-4)
 
 
 def test_an_overlong_query_is_refused_before_it_is_embedded(searcher):

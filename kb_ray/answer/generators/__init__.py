@@ -7,10 +7,6 @@ download one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import numpy as np
-
 from kb_ray.answer.types import Generator
 from kb_ray.config import AnswerSettings, SearchSettings
 from kb_ray.errors import KbRayError
@@ -18,14 +14,13 @@ from kb_ray.errors import KbRayError
 GENERATORS = ("extractive", "openai", "vllm", "transformers")
 
 
-def make_generator(settings: AnswerSettings, *, embed: Callable[[list[str]], np.ndarray] | None = None,
-                   abstain_below: float | None = None) -> Generator:
-    """The generator ``settings.generator`` names. ``embed`` (the packaged text embedder) and
-    ``abstain_below`` (the search's confidence threshold) are read by ``extractive``."""
+def make_generator(settings: AnswerSettings, *, abstain_below: float | None = None) -> Generator:
+    """The generator ``settings.generator`` names. ``abstain_below`` (the search's confidence
+    threshold) is read by ``extractive``."""
     if settings.generator == "extractive":
         from kb_ray.answer.generators.extractive import ExtractiveGenerator
 
-        return ExtractiveGenerator(settings, embed=embed, abstain_below=abstain_below)
+        return ExtractiveGenerator(settings, abstain_below=abstain_below)
     if settings.generator == "openai":
         from kb_ray.answer.generators.openai import OpenAIGenerator
 

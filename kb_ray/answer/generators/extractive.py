@@ -3,9 +3,11 @@
 No model is needed. The candidates are the sentences of the packed passages (each passage
 is already the retrieval's best evidence window of its hit). A sentence scores
 
-    COVERAGE_WEIGHT * query-word coverage + cosine(question, sentence) + CONFIDENCE_WEIGHT * hit confidence
+    COVERAGE_WEIGHT * query-word coverage + cosine + CONFIDENCE_WEIGHT * hit confidence
 
-(the cosine only when the packaged embedder is given). The best sentence is kept, then
+where the cosine is the passage's (its evidence window's cosine to the query, read from the
+vectors the index stores, ``Passage.cosine``; none with lexical evidence): nothing is
+embedded at answer time (until #38 every sentence was, with the question). The best sentence is kept, then
 every other one that scores at least ``KEEP_RATIO`` of it and is not a near-duplicate
 (``DUPLICATE_JACCARD`` of content words) of one already kept, up to ``max_sentences``. A
 sentence is relevant only if it shares a query word or its cosine reaches ``MIN_COSINE``.
@@ -22,10 +24,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from kb_ray.answer.types import AnswerMode, Generation, Passage, Sentence
 from kb_ray.answer.verify import claim_text, split_sentences
@@ -58,15 +57,13 @@ class ExtractiveGenerator:
     backend = "extractive"
     model = None
 
-    def __init__(self, settings: AnswerSettings, *, embed: Callable[[list[str]], np.ndarray] | None = None,
-                 abstain_below: float | None = None) -> None:
+    def __init__(self, settings: AnswerSettings, *, abstain_below: float | None = None) -> None:
         self.max_sentences = settings.max_sentences
         self.refusal = settings.refusal
-        self.embed = embed
         self.abstain_below = abstain_below
         parameters = {"backend": self.backend, "max_sentences": self.max_sentences, "coverage": COVERAGE_WEIGHT,
                       "confidence": CONFIDENCE_WEIGHT, "keep": KEEP_RATIO, "min_cosine": MIN_COSINE,
-                      "duplicate": DUPLICATE_JACCARD, "compare_sentences": COMPARE_SENTENCES, "summary": "lead", "dense": embed is not None, "abstain_below": abstain_below,
+                      "duplicate": DUPLICATE_JACCARD, "compare_sentences": COMPARE_SENTENCES, "summary": "lead", "dense": "stored passage cosine", "abstain_below": abstain_below,
                       "refusal": self.refusal}
         self.fingerprint = hashlib.sha256(json.dumps(parameters, sort_keys=True).encode()).hexdigest()
 
@@ -111,23 +108,15 @@ class ExtractiveGenerator:
     def candidates(self, question: str, passages: list[Passage]) -> list[Candidate]:
         """Every citable sentence of the passages, scored for ``question``."""
         pieces = [(p, position, text) for p in passages for position, text in passage_sentences(p.quote)]
-        cosines = self._cosines(question, [text for _, _, text in pieces])
         terms = query_terms(question)
-        covers = [coverage(terms, text) for _, _, text in pieces]
         out = []
-        for (passage, position, text), cosine, cover in zip(pieces, cosines, covers):
+        for passage, position, text in pieces:
+            cosine, cover = passage.cosine, coverage(terms, text)
             confidence = passage.confidence or 0.0
             score = COVERAGE_WEIGHT * cover + (cosine or 0.0) + CONFIDENCE_WEIGHT * confidence
             relevant = cover > 0 or (cosine is not None and cosine >= MIN_COSINE)
             out.append(Candidate(passage.n, position, text, confidence, score, relevant))
         return out
-
-    def _cosines(self, question: str, texts: list[str]) -> list[float | None]:
-        if self.embed is None or not texts:
-            return [None] * len(texts)
-        vectors = np.asarray(self.embed([question, *texts]), dtype=np.float32)
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-        return [float(v) for v in vectors[1:] @ vectors[0]]
 
     def select(self, candidates: list[Candidate], *, limit: int | None = None) -> list[Candidate]:
         """The best relevant sentence, then those close to it that add something new."""
