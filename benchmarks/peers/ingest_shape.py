@@ -64,9 +64,12 @@ def measure_all(args: argparse.Namespace, corpus: Path) -> dict[str, dict]:
         measured = run_measured([__file__, "--contender", name, "--workdir", args.workdir, "--docs",
                                  str(args.docs), "--pages", str(args.pages)],
                                 env={"PYTHONPATH": here, KB_SET_ENV: "\n".join(args.kb_set)})
-        if measured.returncode != 0 or not measured.result:
+        if measured.returncode != 0 or not measured.result:  # reported, and the other contenders still run
             print(measured.stderr_tail, file=sys.stderr)
-            raise SystemExit(f"{name} failed (exit {measured.returncode})")
+            last = next((line for line in reversed(measured.stderr_tail.splitlines()) if line.strip()), "")
+            FAILED[name] = f"exit {measured.returncode}: {last.strip()[:200]}"
+            print(f"{name} failed ({FAILED[name]})", flush=True)
+            continue
         rows[name] = {**measured.result, "process_s": measured.wall_s, "tree_pss": measured.peak_tree_pss_mib,
                       "max_rss": measured.max_process_rss_mib, "pss_by_process": measured.peak_by_process}
         print(f"  {name}: {rows[name]}", flush=True)
@@ -74,6 +77,7 @@ def measure_all(args: argparse.Namespace, corpus: Path) -> dict[str, dict]:
 
 
 PEERS = ("sequential", "ray-data", "daft")
+FAILED: dict[str, str] = {}  # contender -> why it produced no row (measure_all)
 
 
 def table(rows: dict[str, dict]) -> str:
@@ -84,6 +88,7 @@ def table(rows: dict[str, dict]) -> str:
         lines.append(f"| {LABELS[name]} | {r['pipeline_s']:.1f} | {r['process_s']:.1f} | {r['pages']} | "
                      f"{r['pages'] / r['pipeline_s']:.2f} | {r['chunks']} | {r['chunks'] / r['pipeline_s']:.2f} | "
                      f"{r['tree_pss']:.0f} | {r['max_rss']:.0f} | {r['torch_threads']} |")
+    lines += [f"| {LABELS[name]} | failed ({why}) | | | | | | | | |" for name, why in FAILED.items()]
     return "\n".join(lines) + "\n\n" + targets(rows) + "\n\n" + pss_breakdown(rows)
 
 
