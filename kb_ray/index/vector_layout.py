@@ -142,12 +142,12 @@ class VectorLayout:
         vector then stands for the whole text and the others for nothing (``(0, 0)``)."""
         text = text or ""
         whole = (0, len(text))
-        body_start = 0
-        if self.kind == "late":  # pooled over the stripped NFC text: offsets hold where NFC changed nothing
+        if self.kind == "late":  # pooled over the stripped NFC text (:meth:`_late`): offsets hold where NFC changed nothing
             body = ids.nfc(text).strip()
-            body_start = text.find(body) if body else -1
-        spans = [] if body_start < 0 else [(body_start + a, body_start + b) for a, b in passage_spans(
-            text[body_start:].strip() if self.kind == "late" else text, max_chars=self.max_chars)]
+            start = text.find(body) if body else -1
+            spans = [] if start < 0 else [(start + a, start + b) for a, b in passage_spans(body, max_chars=self.max_chars)]
+        else:
+            spans = passage_spans(text, max_chars=self.max_chars)
         if spans and count == len(spans) and self.kind != "late":
             return spans
         if spans and count == len(spans) + 1:

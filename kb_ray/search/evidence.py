@@ -211,10 +211,10 @@ def stored_window_cosines(passages: Sequence[Passage], spans: Sequence[Span],
         return None
     first, rest = parts[0], parts[1:]
     use = rest if rest and all(first[0] <= a and b <= first[1] for a, b, _ in rest) else parts  # the chunk's own vector gives way to its passages'
+    values = np.array([c for _, _, c in use])
     out = np.empty(len(passages), dtype=np.float64)
     for n, p in enumerate(passages):
         weights = np.array([max(0, min(b, p.end) - max(a, p.start)) for a, b, _ in use], dtype=np.float64)
-        values = np.array([c for _, _, c in use])
         out[n] = float(weights @ values / weights.sum()) if weights.sum() > 0 else float(values.max())
     return out
 

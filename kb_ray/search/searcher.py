@@ -529,11 +529,11 @@ def stored_cosines(head: list[Candidate], chunks: list[ChunkText | None], loaded
     """Hit ``i``'s stored dense vectors (read back from its shard's FAISS index) as cosines to
     ``query_vector``, with the characters of the chunk each stands for (the generation's vector
     layout, kb_ray/index/vector_layout.py): evidence reads them, nothing is embedded again."""
+    from kb_ray.index.dense import normalized
     from kb_ray.index.vector_layout import VectorLayout  # here: kb_ray.index.passages reads kb_ray.search.evidence
 
     layout = VectorLayout.from_spec(loaded.manifest.spec)
-    query = np.asarray(query_vector, np.float32).reshape(-1)
-    query = query / max(float(np.linalg.norm(query)), 1e-12)
+    query = normalized(np.asarray(query_vector, np.float32).reshape(1, -1))[0]
 
     def cosines(i: int) -> StoredCosines | None:
         chunk, candidate = chunks[i], head[i]

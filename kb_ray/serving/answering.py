@@ -57,8 +57,8 @@ class ServiceAnswerer:
 
             self._generator = DeploymentGenerator(self._generator_handle)
         if self._generator is None:
-            self._generator = make_generator(self.config.answer, abstain_below=abstain_threshold(self.config.search,
-                                                                             evidence=self.config.answer.evidence))
+            threshold = abstain_threshold(self.config.search, evidence=self.config.answer.evidence)
+            self._generator = make_generator(self.config.answer, abstain_below=threshold)
         return self._generator
 
     def search_sync(self, body: dict[str, Any]) -> dict[str, Any]:
