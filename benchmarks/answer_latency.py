@@ -56,8 +56,7 @@ def in_process(config, questions: list[str]) -> dict[str, list[float]]:
 
 def over_http(config, questions: list[str]) -> dict[str, list[float]]:
     """Client-side milliseconds per request, and from each search response's ``timing_ms``
-    where they went: ``query_embed`` (the query's embedding: in the ingress, or the call to the
-    ``QueryEmbedder`` deployment with ``--set serve.query_embedding=deployment``),
+    where they went: ``query_embed`` (the ingress's call to the embedder deployment),
     ``total`` (the search inside the searcher replica) and ``total_service`` (the ingress,
     both calls included); the rest of the client's time is the proxy and HTTP."""
     import httpx

@@ -436,15 +436,9 @@ class ServeSettings(_Settings):
     host: str = "127.0.0.1"
     port: int = 8000
     searcher_replicas: int = 1
-    query_embedding: Literal["ingress", "deployment"] = Field(
-        "ingress", description="where a request's query is embedded: 'ingress' (default) in the ingress replica "
-        "itself (batched, on a worker thread: no Serve hop, benchmarks/results/query.md), 'deployment' in the "
-        "QueryEmbedder deployment (embedder_replicas, embedder_num_gpus: a GPU or replicas of its own)")
-    embedder_replicas: int = Field(1, ge=1, description="QueryEmbedder replicas (query_embedding: deployment)")
-    embedder_device: str = Field("cpu", description="the query embedder's device ('cuda' with embedder_num_gpus "
-                                 "> 0, query_embedding: deployment)")
-    embedder_num_gpus: float = Field(0.0, ge=0, description="GPUs per QueryEmbedder replica "
-                                     "(query_embedding: deployment)")
+    embedder_replicas: int = 1
+    embedder_device: str = "cpu"  # the query embedder's own device ("cuda" with embedder_num_gpus > 0)
+    embedder_num_gpus: float = 0.0
     reranker_num_gpus: float = 0.0
     auth: AuthSettings = Field(default_factory=AuthSettings)
     upload_max_bytes: int = Field(64 << 20, ge=1, description="largest POST /v1/documents body (413 over it; "
@@ -471,13 +465,6 @@ class ServeSettings(_Settings):
                                        "rendered; 400 above it")
     page_image_convert_timeout_s: float = Field(60.0, gt=0, le=600, description="longest LibreOffice run "
                                                 "converting a PPTX to PDF for its page images (500 over it)")
-
-    @model_validator(mode="after")
-    def _query_embedding_placement(self) -> ServeSettings:
-        if self.query_embedding == "ingress" and (self.embedder_num_gpus > 0 or self.embedder_device != "cpu"):
-            raise ValueError("serve.embedder_num_gpus / serve.embedder_device place the QueryEmbedder deployment: "
-                             "set serve.query_embedding=deployment with them (the ingress embeds on its CPU)")
-        return self
 
 
 REFUSAL = "The knowledge base has no passage that answers this."

@@ -77,34 +77,3 @@ def test_validates_against_ray_serve_schema(serve_config):
     schema = validate(serve_config)
     assert [app.name for app in schema.applications] == ["kb-ray"]
     assert schema.http_options.host == "0.0.0.0"
-
-
-def _built_deployments(config) -> set[str]:
-    from ray.serve import Application
-
-    from kb_ray.serving.app import build_app
-
-    built, todo = set(), [build_app(config)]
-    while todo:
-        deployment = todo.pop()._bound_deployment
-        built.add(deployment.name)
-        todo += [a for a in [*deployment.init_args, *deployment.init_kwargs.values()] if isinstance(a, Application)]
-    return built
-
-
-def test_the_local_default_embeds_queries_in_the_ingress_and_deployment_binds_the_query_embedder():
-    local = load_config(REPO / "conf" / "local.yaml")
-    assert local.serve.query_embedding == "ingress"
-    assert _built_deployments(local) == {"SearchIngress", "ShardSearcher"}
-    separate = load_config(REPO / "conf" / "local.yaml", overrides=["serve.query_embedding=deployment"])
-    assert _built_deployments(separate) == {"SearchIngress", "ShardSearcher", "QueryEmbedder"}
-
-
-def test_a_gpu_for_the_query_embedder_needs_the_deployment():
-    from kb_ray.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="serve.query_embedding=deployment"):
-        load_config(REPO / "conf" / "local.yaml", overrides=["serve.embedder_num_gpus=0.25"])
-    config = load_config(REPO / "conf" / "local.yaml", overrides=["serve.embedder_num_gpus=0.25",
-                                                                  "serve.query_embedding=deployment"])
-    assert config.serve.embedder_num_gpus == 0.25

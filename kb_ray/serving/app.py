@@ -12,15 +12,13 @@ APP_NAME = "kb-ray"
 
 
 def build_app(config: KbConfig):
-    """The bound deployment graph: ingress → (shard searcher, query embedder?, reranker?, answer generator?)."""
+    """The bound deployment graph: ingress → (query embedder, shard searcher, reranker?, answer generator?)."""
     from kb_ray.serving.deployments import QueryEmbedder, RerankerDeployment, SearchIngress, ShardSearcher
     from kb_ray.serving.generator_deployment import bind_generator
 
     s = config.serve
-    embedder = None  # serve.query_embedding: ingress (the default) embeds in the ingress replica
-    if s.query_embedding == "deployment":
-        embedder = QueryEmbedder.options(num_replicas=s.embedder_replicas, ray_actor_options={
-            "num_cpus": 0.25, "num_gpus": s.embedder_num_gpus}).bind(config)
+    embedder = QueryEmbedder.options(num_replicas=s.embedder_replicas, ray_actor_options={
+        "num_cpus": 0.25, "num_gpus": s.embedder_num_gpus}).bind(config)
     searcher = ShardSearcher.options(num_replicas=s.searcher_replicas, ray_actor_options={"num_cpus": 0.25}).bind(config)
     reranker = None
     if config.search.reranker_configured:  # a local cross-encoder or a remote rerank server

@@ -1,8 +1,6 @@
 """Ray Serve deployments of the query service; the logic they call lives in ``kb_ray.search``.
 
-* ``QueryEmbedder`` — batches concurrent queries into one embedding call; bound only with
-  ``serve.query_embedding: deployment`` (by default the ingress embeds the query itself,
-  kb_ray/serving/query_embedding.py).
+* ``QueryEmbedder`` — batches concurrent queries into one embedding call.
 * ``ShardSearcher`` — dense + lexical search with filters and the hydration gate over the
   live generation's shards (scatter-gather across shards inside one replica); follows
   ``CURRENT`` so a new generation is served without a restart. It also holds the
@@ -36,6 +34,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from ray import serve
+from ray.exceptions import RayActorError
 
 from kb_ray.auth.scope import ReadScope
 from kb_ray.config import KbConfig, SearchSettings
@@ -46,7 +45,6 @@ from kb_ray.serving.auth import AuthGate, BearerAuth, caller_of, install_gate
 from kb_ray.serving.edge_limits import BodyGuard, BodyRules, ClientConcurrencyLimit, EdgePolicy
 from kb_ray.serving.http_guards import add_error_handlers
 from kb_ray.serving.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
-from kb_ray.serving.query_embedding import WARM_UP_QUERY, call_once_more_if_replica_died, query_embedding_for
 from kb_ray.serving.uploads import UPLOAD_OPENAPI
 from kb_ray.serving.viewer import viewer_asset, viewer_page
 
@@ -54,6 +52,7 @@ logger = logging.getLogger(__name__)
 api = FastAPI(title="kb-ray search", version="1", description="Hybrid search with citations over a kb-ray catalog")
 MAX_BODY_BYTES = 1 << 20  # a body over 1 MiB is refused with 413: by its content-length, or once that much arrived
 UPLOAD_ROUTE = ("POST", "/v1/documents")  # its own body size and read deadline (serve.upload_*)
+WARM_UP_QUERY = "warm-up query"
 # body size and read deadlines, requests in flight per client (kb_ray/serving/edge_limits.py): defaults
 # here, serve.* once SearchIngress starts
 EDGE = EdgePolicy(BodyRules(max_bytes=MAX_BODY_BYTES))
@@ -63,6 +62,18 @@ api.add_middleware(BearerAuth)  # a request without a valid key is refused first
 METRICS = ServiceMetrics()  # this process's series, in a registry of their own (GET /metrics)
 api.add_middleware(MetricsMiddleware, metrics=METRICS, routes=lambda: api.router.routes)  # outermost: counts 401s too
 add_error_handlers(api)  # 422 without echoing the input; why a body could not be read; 499 for a client gone
+
+
+async def call_once_more_if_replica_died(method: Any, *args: Any) -> Any:
+    """``await method.remote(*args)``, sent a second time when the replica that took it died
+    (``RayActorError``: killed, OOM, node lost). Serve drops the dead replica from its routing,
+    so the retry lands on a live one, or waits for the restarted one. Only for idempotent calls
+    (embedding, search): a second failure is raised (the client sees a 500)."""
+    try:
+        return await method.remote(*args)
+    except RayActorError as exc:
+        logger.warning("a replica died during a request (%s); sending it once more", type(exc).__name__)
+        return await method.remote(*args)
 
 
 @serve.deployment
@@ -166,15 +177,14 @@ class SearchIngress:
     def __init__(self, config: KbConfig, embedder: Any, searcher: Any, reranker: Any = None,
                  generator: Any = None) -> None:
         self.config = config
-        self.searcher, self.reranker = searcher, reranker
-        self.query_embedding = query_embedding_for(config, embedder)  # the QueryEmbedder's handle, or None
+        self.embedder, self.searcher, self.reranker = embedder, searcher, reranker
         self.auth = AuthGate(config)
         install_gate(self.auth)
         from kb_ray.answer.log import AnswerLog
         from kb_ray.serving.answering import ServiceAnswerer
 
         self.answer_log = AnswerLog.for_config(config, batched=True)
-        self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self.query_embedding.embed_many,
+        self.answerer = ServiceAnswerer(config, search=self._search_body, embed=self._embed_texts,
                                         generator_handle=generator,
                                         log=self.answer_log.append if config.answer.log else None)
         from kb_ray.serving.uploads import UploadService
@@ -186,7 +196,7 @@ class SearchIngress:
     @api.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
         info = await self.searcher.generation.remote()
-        embedder_fp = await self.query_embedding.fingerprint()
+        embedder_fp = await self.embedder.fingerprint.remote()
         ok = embedder_fp == info["embedder_fp"]
         return {"ok": ok, "generation": info["generation"], "reranker": self.reranker is not None,
                 **({} if ok else {"error": "the query embedder differs from the one the index was built with"})}
@@ -261,6 +271,9 @@ class SearchIngress:
     async def _search_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._search(SearchRequest(**body))
 
+    async def _embed_texts(self, texts: list[str]) -> list[list[float]]:
+        return list(await asyncio.gather(*(self.embedder.embed.remote(text) for text in texts)))
+
     async def _search(self, request: SearchRequest) -> dict[str, Any]:
         started = time.perf_counter()
         rerank = self.reranker is not None and request.rerank is not False
@@ -271,7 +284,7 @@ class SearchIngress:
             raise HTTPException(400, "the query is empty: pass a non-empty query string")
         self._check_query_length(request.query)
         needs_vector = request.mode in ("dense", "hybrid", "hybrid+page", "tree", "graph")
-        vector = await self.query_embedding.embed(request.query) if needs_vector else None
+        vector = await call_once_more_if_replica_died(self.embedder.embed, request.query) if needs_vector else None
         embed_ms = (time.perf_counter() - started) * 1000
         body = request.model_dump()
         body["k"] = max(request.k, self.config.search.rerank_candidates) if rerank else request.k
