@@ -204,7 +204,12 @@ def test_generation_switch_under_traffic_drops_no_request(service):
     def client() -> None:
         with httpx.Client(timeout=60) as http:
             while not stop.is_set():
-                response = http.post(f"{URL}/v1/search", json={"query": "rail tunnel length", "k": 3, "rerank": False})
+                try:
+                    response = http.post(f"{URL}/v1/search", json={"query": "rail tunnel length", "k": 3,
+                                                                   "rerank": False})
+                except httpx.HTTPError as exc:  # a dropped request is a failure, not a silently dead client
+                    errors.append(repr(exc))
+                    return
                 if response.status_code != 200:
                     errors.append(response.text)
                 else:
@@ -215,7 +220,7 @@ def test_generation_switch_under_traffic_drops_no_request(service):
     try:
         rebuilt = build_index(service.model_copy(update={"index": service.index.model_copy(update={"shards": 3})}))
         deadline = time.time() + 120  # a replica loads the new generation inside a request: slow on a busy box
-        while rebuilt.generation_id not in generations and time.time() < deadline:
+        while rebuilt.generation_id not in generations and not errors and time.time() < deadline:
             time.sleep(0.2)
     finally:
         stop.set()
