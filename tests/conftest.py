@@ -16,6 +16,12 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 TEST_AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_EC2_METADATA_DISABLED": "true"}
 os.environ.update(TEST_AWS_ENV)
 os.environ.pop("AWS_SESSION_TOKEN", None)
+# Ray starts its workers (every Serve replica, every Ray Data actor) at nice 15 (raylet's
+# worker_niceness). Under pytest-xdist (`make test`) the other worker is a nice-0 process keeping a
+# core busy, and niced replicas starved by it let Serve tests time out; at 0 they share the CPU
+# fairly (#41: two workers had 1 to 4 Serve tests failing, none with this). Serial runs keep Ray's default.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("RAY_worker_niceness", "0")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GOLDEN_SOURCES = REPO_ROOT / "golden" / "sources"
