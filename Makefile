@@ -18,8 +18,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/kb-ray demo
 
-# Two pytest-xdist workers, a test file per worker at a time (its module fixtures built once): 649 s
-# against 990 s serial on 2 vCPUs (#41). TEST_WORKERS=0 runs it in one process.
+# Two pytest-xdist workers, a test file per worker at a time (its module fixtures built once): 661 s
+# against 990 s in one process, fresh clone on 2 vCPUs (#41). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
