@@ -215,7 +215,8 @@ def stored_window_cosines(passages: Sequence[Passage], spans: Sequence[Span],
     out = np.empty(len(passages), dtype=np.float64)
     for n, p in enumerate(passages):
         weights = np.array([max(0, min(b, p.end) - max(a, p.start)) for a, b, _ in use], dtype=np.float64)
-        out[n] = float(weights @ values / weights.sum()) if weights.sum() > 0 else float(values.max())
+        total = weights.sum()
+        out[n] = float(weights @ values / total) if total > 0 else float(values.max())
     return out
 
 
